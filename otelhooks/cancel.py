@@ -1,0 +1,71 @@
+"""A cancellation signal shared by a run, its hooks and its tools (Pi's ``AbortSignal``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+
+class CancelSignal:
+    """Set once; everything waiting on the run stops when it is.
+
+    ``cancel()`` wakes every ``wait()`` and cancels the asyncio tasks that the runtime registered
+    while they run a tool or a hook, so a handler that never checks the signal still stops at its
+    next ``await``. Callbacks added with ``add_callback`` run once, at the moment of cancellation.
+    A signal may be cancelled from any thread of the event loop that created it.
+    """
+
+    __slots__ = ("_callbacks", "_event", "_reason", "_tasks")
+
+    def __init__(self) -> None:
+        self._reason: str | None = None
+        self._event: asyncio.Event | None = None
+        self._tasks: set[asyncio.Task[object]] = set()
+        self._callbacks: list[Callable[[str], None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        return self._reason is not None
+
+    @property
+    def reason(self) -> str | None:
+        return self._reason
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        if self._reason is not None:
+            return
+        self._reason = reason
+        if self._event is not None:
+            self._event.set()
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:
+            current = None
+        for task in list(self._tasks):
+            # The task that cancels sees ``cancelled`` at its next check instead: cancelling it
+            # would fire at whatever it awaits next, possibly outside the tool or hook.
+            if task is not current:
+                task.cancel(reason)
+        for callback in self._callbacks:
+            callback(reason)
+
+    async def wait(self) -> str:
+        """Return the reason once the signal is cancelled."""
+        if self._reason is None:
+            if self._event is None:
+                self._event = asyncio.Event()
+            await self._event.wait()
+        assert self._reason is not None
+        return self._reason
+
+    def add_callback(self, callback: Callable[[str], None]) -> None:
+        if self._reason is not None:
+            callback(self._reason)
+        else:
+            self._callbacks.append(callback)
+
+    def _watch(self, task: asyncio.Task[object]) -> None:
+        self._tasks.add(task)
+
+    def _unwatch(self, task: asyncio.Task[object]) -> None:
+        self._tasks.discard(task)

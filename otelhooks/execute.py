@@ -1,0 +1,598 @@
+"""One tool call as a straight line, before -> run -> after, traced from outside.
+
+:class:`ToolExecutor` resolves the tool, validates the arguments, runs the before-hooks, asks the
+registry to run the handler, runs the after-hooks and returns a :class:`ToolResult`. It never
+raises for a bad call: unknown tools, invalid arguments, hooks and handlers that raise or hang all
+end as error results. Only ``asyncio.CancelledError`` from outside passes through, after every span
+of the call has ended.
+
+The span tree of one call::
+
+    execute_tool {tool}          gen_ai.* attributes, otelhooks.decision, error.type
+      before                     validation and the before-hooks (one event per hook)
+      run                        the handler (absent when the call was blocked or invalid)
+      after                      the after-hooks (absent when run is)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+
+from . import attributes as A
+from .cancel import CancelSignal
+from .hooks import (
+    AfterToolCallContext,
+    BeforeOutcome,
+    BeforeToolCallContext,
+    HookChain,
+    HookRun,
+    Hooks,
+    PhaseHooks,
+    ToolCallRecord,
+    readonly_args,
+    run_after_chain,
+    run_before_chain,
+)
+from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult
+from .tools import InvalidArguments, Tool, ToolNotFound, ToolOutput, ToolRegistry
+from .version import __version__
+
+UpdateCallback = Callable[[ToolCall, Any], None]
+
+_EMPTY_CONTEXT = AgentContext()
+_MAX_NAME_ATTR = 256
+
+
+def capture_content_from_env() -> bool:
+    """The standard opt-in: ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``."""
+    return os.environ.get(A.CAPTURE_CONTENT_ENV, "").strip().lower() in ("true", "1", "yes")
+
+
+def cap_text(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was when cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…[truncated: {len(text)} chars in all]"
+
+
+def to_json_text(value: Any) -> str:
+    """JSON for anything: unknown objects by ``str``; never raises."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):  # circular structures, invalid keys
+        return str(value)
+
+
+def _error_text(exc: BaseException) -> str:
+    message = str(exc)
+    return f"error: {message}" if message else f"error: {type(exc).__name__}"
+
+
+@dataclass(slots=True)
+class PreparedCall:
+    """A call whose before phase is done. ``result`` is set when it ends there (blocked, unknown
+    tool, invalid arguments, skipped); otherwise :meth:`ToolExecutor.finish` runs it."""
+
+    call: ToolCall
+    span: Span
+    span_context: otel_context.Context
+    start: float
+    hooks: PhaseHooks
+    assistant_message: AssistantMessage | None
+    context: AgentContext
+    signal: CancelSignal
+    on_update: UpdateCallback | None
+    tool: Tool | None = None
+    args: Mapping[str, Any] = field(default_factory=dict)
+    rewritten: bool = False
+    deciding_hook: str | None = None
+    result: ToolResult | None = None
+    decision: str | None = None
+    block_reason: str | None = None
+    error_type: str | None = None
+
+
+class ToolExecutor:
+    """Executes tool calls through the hook boundary and traces each one.
+
+    ``tracer_provider`` defaults to the global one. Content (arguments and results) goes on spans
+    only when ``capture_content`` is true (default: the standard environment variable), cut to
+    ``max_content_length`` characters. ``tool_timeout`` (seconds) applies to tools that set none.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        hooks: Hooks | HookChain | None = None,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        capture_content: bool | None = None,
+        max_content_length: int = 4096,
+        tool_timeout: float | None = None,
+    ) -> None:
+        self.registry = registry
+        self.hooks = hooks if hooks is not None else Hooks()
+        self.tracer = trace.get_tracer("otelhooks", __version__, tracer_provider=tracer_provider)
+        self.capture_content = (
+            capture_content_from_env() if capture_content is None else capture_content
+        )
+        self.max_content_length = max_content_length
+        self.tool_timeout = tool_timeout
+        self._attr_cache: dict[str, tuple[str, dict[str, Any]]] = {}
+
+    # -- public entry points ------------------------------------------------------------------
+
+    async def execute(
+        self,
+        call: ToolCall,
+        *,
+        assistant_message: AssistantMessage | None = None,
+        context: AgentContext | None = None,
+        signal: CancelSignal | None = None,
+        on_update: UpdateCallback | None = None,
+        hooks: HookChain | None = None,
+    ) -> ToolResult:
+        """Run one call through before -> run -> after and return its result."""
+        prepared = await self.prepare(
+            call,
+            assistant_message=assistant_message,
+            context=context,
+            signal=signal,
+            on_update=on_update,
+            hooks=hooks,
+        )
+        return await self.finish(prepared)
+
+    async def prepare(
+        self,
+        call: ToolCall,
+        *,
+        assistant_message: AssistantMessage | None = None,
+        context: AgentContext | None = None,
+        signal: CancelSignal | None = None,
+        on_update: UpdateCallback | None = None,
+        hooks: HookChain | None = None,
+        parent: otel_context.Context | None = None,
+    ) -> PreparedCall:
+        """Start the call's span and run its before phase (validation and before-hooks)."""
+        chain = hooks if hooks is not None else self._chain()
+        tool = self.registry.get(call.name) if isinstance(call.name, str) else None
+        span_name, attrs = self._span_identity(call, tool)
+        span = self.tracer.start_span(span_name, parent, SpanKind.INTERNAL, attrs)
+        prepared = PreparedCall(
+            call=call,
+            span=span,
+            span_context=trace.set_span_in_context(span, parent),
+            start=time.perf_counter(),
+            hooks=chain.for_tool(call.name) if tool is not None else PhaseHooks((), (), ()),
+            assistant_message=assistant_message,
+            context=context or _EMPTY_CONTEXT,
+            signal=signal or CancelSignal(),
+            on_update=on_update,
+            tool=tool,
+        )
+        try:
+            with _Watch(prepared.signal):
+                await self._before(prepared)
+        except asyncio.CancelledError as exc:
+            self._end_cancelled(prepared, exc)
+            raise
+        except BaseException as exc:  # a bug in the runtime itself: never leave a span open
+            self._end_with_internal_error(prepared, exc)
+            raise
+        if prepared.result is not None:
+            self._end(prepared)
+        return prepared
+
+    async def finish(self, prepared: PreparedCall) -> ToolResult:
+        """Run the handler and the after-hooks of a prepared call, end its span, return its result."""
+        if prepared.result is not None:
+            return prepared.result
+        try:
+            with _Watch(prepared.signal):
+                result = await self._run(prepared)
+                result = await self._after(prepared, result)
+        except asyncio.CancelledError as exc:
+            self._end_cancelled(prepared, exc)
+            raise
+        except BaseException as exc:
+            self._end_with_internal_error(prepared, exc)
+            raise
+        prepared.result = result
+        self._end(prepared)
+        return result
+
+    def skip(
+        self,
+        call: ToolCall,
+        reason: str,
+        *,
+        parent: otel_context.Context | None = None,
+        context: AgentContext | None = None,
+        hooks: HookChain | None = None,
+    ) -> ToolResult:
+        """End a call that will not run (``otelhooks.decision=skip``) with an error result."""
+        tool = self.registry.get(call.name) if isinstance(call.name, str) else None
+        span_name, attrs = self._span_identity(call, tool)
+        span = self.tracer.start_span(span_name, parent, SpanKind.INTERNAL, attrs)
+        chain = hooks if hooks is not None else self._chain()
+        prepared = PreparedCall(
+            call=call,
+            span=span,
+            span_context=trace.set_span_in_context(span, parent),
+            start=time.perf_counter(),
+            hooks=chain.for_tool(call.name) if tool is not None else PhaseHooks((), (), ()),
+            assistant_message=None,
+            context=context or _EMPTY_CONTEXT,
+            signal=CancelSignal(),
+            on_update=None,
+            tool=tool,
+            decision=A.DECISION_SKIP,
+            result=ToolResult(call.id, str(call.name), reason, None, True),
+        )
+        if span.is_recording():
+            span.set_attribute(A.DECISION, A.DECISION_SKIP)
+        self._end(prepared)
+        return prepared.result  # type: ignore[return-value]
+
+    # -- phases -------------------------------------------------------------------------------
+
+    async def _before(self, p: PreparedCall) -> None:
+        span = self.tracer.start_span(A.SPAN_BEFORE, p.span_context)
+        token = otel_context.attach(trace.set_span_in_context(span, p.span_context))
+        try:
+            if p.tool is None:
+                exc = ToolNotFound(self._unknown_tool_message(p.call))
+                self._fail_before(p, span, A.ERR_TOOL_NOT_FOUND, exc)
+                return
+            try:
+                args = p.tool.validate(p.call.arguments)
+            except InvalidArguments as exc:
+                exc = InvalidArguments(f"invalid arguments for tool {p.tool.name!r}: {exc}")
+                self._fail_before(p, span, A.ERR_INVALID_ARGUMENTS, exc)
+                return
+            if p.hooks.before:
+                ctx = BeforeToolCallContext(
+                    p.call,
+                    readonly_args(args),
+                    p.tool.spec,
+                    p.assistant_message,
+                    p.context,
+                    p.signal,
+                )
+                outcome = await run_before_chain(p.hooks.before, ctx, p.tool.validate)
+                self._record_runs(span, outcome.runs)
+                args = outcome.args
+                self._decide(p, span, outcome)
+            else:
+                p.decision = A.DECISION_ALLOW
+                if span.is_recording():
+                    p.span.set_attribute(A.DECISION, A.DECISION_ALLOW)
+            p.args = args
+            if p.signal.cancelled and p.result is None:
+                self._cancelled_result(p, span)
+        finally:
+            otel_context.detach(token)
+            span.end()
+
+    def _decide(self, p: PreparedCall, span: Span, outcome: BeforeOutcome) -> None:
+        p.rewritten, p.deciding_hook = outcome.rewritten, outcome.deciding_hook
+        recording = p.span.is_recording()
+        if outcome.blocked:
+            p.decision, p.block_reason = A.DECISION_BLOCK, outcome.reason
+            p.result = ToolResult(p.call.id, p.call.name, f"blocked: {outcome.reason}", None, True)
+            if outcome.failure is not None:
+                p.error_type = outcome.failure.error_type
+                if recording:
+                    self._mark_error(span, outcome.failure.error_type, str(outcome.failure))
+        else:
+            p.decision = A.DECISION_ALLOW
+        if recording:
+            p.span.set_attribute(A.DECISION, p.decision)
+            p.span.set_attribute(A.ARGUMENTS_REWRITTEN, outcome.rewritten)
+            if outcome.deciding_hook is not None:
+                p.span.set_attribute(A.DECISION_HOOK, outcome.deciding_hook)
+            if outcome.blocked:
+                p.span.set_attribute(A.BLOCK_REASON, outcome.reason)
+
+    def _fail_before(self, p: PreparedCall, span: Span, error_type: str, exc: Exception) -> None:
+        p.error_type = error_type
+        p.result = ToolResult(p.call.id, str(p.call.name), f"error: {exc}", None, True)
+        if span.is_recording():
+            self._mark_error(span, error_type, str(exc))
+
+    async def _run(self, p: PreparedCall) -> ToolResult:
+        tool = p.tool
+        assert tool is not None
+        span = self.tracer.start_span(A.SPAN_RUN, p.span_context)
+        token = otel_context.attach(trace.set_span_in_context(span, p.span_context))
+        timeout = tool.timeout if tool.timeout is not None else self.tool_timeout
+        on_progress = self._progress_callback(p, span) if tool._context_param else None
+        try:
+            try:
+                async with asyncio.timeout(timeout):
+                    value = await self.registry.run(
+                        tool,
+                        p.args,
+                        tool_call_id=p.call.id,
+                        signal=p.signal,
+                        on_progress=on_progress,
+                        in_thread=tool.blocking or (timeout is not None and not tool.is_async),
+                    )
+                    if inspect.isgenerator(value) or inspect.isasyncgen(value):
+                        value = await self._drain(value, p, span)
+                return self._to_result(p, value)
+            except TimeoutError:
+                p.error_type = A.ERR_TOOL_TIMEOUT
+                message = f"tool {tool.name!r} timed out after {timeout}s"
+                if span.is_recording():
+                    self._mark_error(span, A.ERR_TOOL_TIMEOUT, message)
+                return ToolResult(p.call.id, tool.name, f"error: {message}", None, True)
+            except asyncio.CancelledError as exc:
+                if self._cancelled_by_signal(p, exc):
+                    return self._cancelled_result(p, span)
+                raise
+            except Exception as exc:
+                p.error_type = type(exc).__qualname__
+                if span.is_recording():
+                    span.record_exception(exc)
+                    span.set_status(Status(StatusCode.ERROR, _error_text(exc)))
+                    span.set_attribute(A.ERROR_TYPE, p.error_type)
+                return ToolResult(p.call.id, tool.name, _error_text(exc), None, True)
+        finally:
+            otel_context.detach(token)
+            span.end()
+
+    async def _after(self, p: PreparedCall, result: ToolResult) -> ToolResult:
+        if not p.hooks.after:
+            return result
+        tool = p.tool
+        assert tool is not None
+        span = self.tracer.start_span(A.SPAN_AFTER, p.span_context)
+        token = otel_context.attach(trace.set_span_in_context(span, p.span_context))
+        try:
+            ctx = AfterToolCallContext(
+                p.call,
+                readonly_args(p.args),
+                tool.spec,
+                p.assistant_message,
+                p.context,
+                p.signal,
+                result,
+                result.is_error,
+            )
+            try:
+                outcome = await run_after_chain(p.hooks.after, ctx)
+            except asyncio.CancelledError as exc:
+                if self._cancelled_by_signal(p, exc):
+                    return self._cancelled_result(p, span)
+                raise
+            self._record_runs(span, outcome.runs)
+            if outcome.failure is not None:
+                p.error_type = outcome.failure.error_type
+                if span.is_recording():
+                    self._mark_error(span, outcome.failure.error_type, str(outcome.failure))
+            if span.is_recording():
+                p.span.set_attribute(A.RESULT_OVERRIDDEN, outcome.overridden)
+            return outcome.result
+        finally:
+            otel_context.detach(token)
+            span.end()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _chain(self) -> HookChain:
+        hooks = self.hooks
+        return hooks.snapshot() if isinstance(hooks, Hooks) else hooks
+
+    def _span_identity(self, call: ToolCall, tool: Tool | None) -> tuple[str, dict[str, Any]]:
+        """The span name and the attributes of a call, the per-tool part built once."""
+        if tool is not None:
+            cached = self._attr_cache.get(tool.name)
+            if cached is None or self.registry.get(tool.name) is not tool:
+                base: dict[str, Any] = {
+                    A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
+                    A.GEN_AI_TOOL_NAME: tool.name,
+                    A.GEN_AI_TOOL_TYPE: A.TOOL_TYPE_FUNCTION,
+                }
+                if tool.description:
+                    base[A.GEN_AI_TOOL_DESCRIPTION] = tool.description
+                cached = (f"{A.OP_EXECUTE_TOOL} {tool.name}", base)
+                self._attr_cache[tool.name] = cached
+            name, base = cached
+            attrs = base.copy()
+        else:
+            name = A.UNKNOWN_TOOL_SPAN_NAME
+            attrs = {
+                A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
+                A.GEN_AI_TOOL_NAME: str(call.name)[:_MAX_NAME_ATTR],
+                A.GEN_AI_TOOL_TYPE: A.TOOL_TYPE_FUNCTION,
+            }
+        attrs[A.GEN_AI_TOOL_CALL_ID] = str(call.id)[:_MAX_NAME_ATTR]
+        return name, attrs
+
+    def _unknown_tool_message(self, call: ToolCall) -> str:
+        name = call.name if isinstance(call.name, str) else repr(call.name)
+        known = ", ".join(sorted(t.name for t in self.registry)) or "none"
+        return f"unknown tool {name[:100]!r}; available tools: {known}"
+
+    def _record_runs(self, span: Span, runs: list[HookRun]) -> None:
+        if not span.is_recording():
+            return
+        for run in runs:
+            attrs: dict[str, Any] = {
+                A.EVENT_HOOK_NAME: run.hook,
+                A.EVENT_HOOK_DECISION: run.decision,
+                A.EVENT_HOOK_DURATION_MS: round(run.duration_ms, 3),
+            }
+            failure = run.failure
+            if failure is not None:
+                attrs[A.EVENT_HOOK_ERROR] = str(failure)
+                if failure.cause is not None and not isinstance(failure.cause, TimeoutError):
+                    span.record_exception(failure.cause)
+                span.set_attribute(A.ERROR_TYPE, failure.error_type)
+                span.set_status(Status(StatusCode.ERROR, str(failure)))
+            span.add_event(A.EVENT_HOOK, attrs)
+
+    def _mark_error(self, span: Span, error_type: str, message: str) -> None:
+        span.set_status(Status(StatusCode.ERROR, message))
+        span.set_attribute(A.ERROR_TYPE, error_type)
+
+    def _progress_callback(self, p: PreparedCall, span: Span) -> Callable[[Any], None]:
+        count = 0
+
+        def on_progress(update: Any) -> None:
+            nonlocal count
+            count += 1
+            if span.is_recording():
+                attrs: dict[str, Any] = {A.EVENT_PROGRESS_INDEX: count}
+                if self.capture_content:
+                    text = update if isinstance(update, str) else to_json_text(update)
+                    attrs[A.EVENT_PROGRESS_CONTENT] = cap_text(text, self.max_content_length)
+                span.add_event(A.EVENT_PROGRESS, attrs)
+            if p.on_update is not None:
+                try:
+                    p.on_update(p.call, update)
+                except Exception as exc:  # a consumer's bug must not fail the tool
+                    if span.is_recording():
+                        span.record_exception(exc)
+
+        return on_progress
+
+    async def _drain(self, gen: Any, p: PreparedCall, span: Span) -> list[Any]:
+        """A tool that returns a generator reports each item as progress; the result is the list."""
+        report = self._progress_callback(p, span)
+        items: list[Any] = []
+        if inspect.isasyncgen(gen):
+            async for item in gen:
+                items.append(item)
+                report(item)
+        else:
+            for item in gen:
+                items.append(item)
+                report(item)
+                await asyncio.sleep(0)  # let timeouts and cancellation in between items
+        return items
+
+    def _to_result(self, p: PreparedCall, value: Any) -> ToolResult:
+        name = p.call.name
+        if isinstance(value, ToolOutput):
+            return ToolResult(p.call.id, name, value.content, value.details, value.is_error)
+        if isinstance(value, str):
+            return ToolResult(p.call.id, name, value)
+        if value is None:
+            return ToolResult(p.call.id, name, "")
+        return ToolResult(p.call.id, name, to_json_text(value), value)
+
+    def _cancelled_by_signal(self, p: PreparedCall, exc: asyncio.CancelledError) -> bool:
+        """True when this cancellation came only from the run's signal (then it is absorbed)."""
+        if not p.signal.cancelled:
+            return False
+        task = asyncio.current_task()
+        return task is not None and task.uncancel() == 0
+
+    def _cancelled_result(self, p: PreparedCall, span: Span) -> ToolResult:
+        p.error_type = A.ERR_CANCELLED
+        reason = p.signal.reason or "cancelled"
+        if span.is_recording():
+            self._mark_error(span, A.ERR_CANCELLED, reason)
+            span.set_attribute(A.CANCELLED, True)
+        p.result = ToolResult(p.call.id, str(p.call.name), f"error: cancelled: {reason}", None, True)
+        return p.result
+
+    def _end(self, p: PreparedCall) -> None:
+        """Set the outcome on the tool span, tell the observers, end the span."""
+        result = p.result
+        assert result is not None
+        span = p.span
+        if span.is_recording():
+            span.set_attribute(A.RESULT_IS_ERROR, result.is_error)
+            if p.error_type is not None:
+                span.set_attribute(A.ERROR_TYPE, p.error_type)
+                span.set_status(Status(StatusCode.ERROR, result.content[:200]))
+                if p.error_type == A.ERR_CANCELLED:
+                    span.set_attribute(A.CANCELLED, True)
+            if self.capture_content:
+                if p.tool is not None and p.decision is not None:
+                    span.set_attribute(
+                        A.GEN_AI_TOOL_CALL_ARGUMENTS,
+                        cap_text(to_json_text(dict(p.args)), self.max_content_length),
+                    )
+                span.set_attribute(
+                    A.GEN_AI_TOOL_CALL_RESULT, cap_text(result.content, self.max_content_length)
+                )
+        if p.hooks.observers:
+            self._notify(p, result)
+        span.end()
+
+    def _notify(self, p: PreparedCall, result: ToolResult) -> None:
+        record = ToolCallRecord(
+            tool_call=p.call,
+            tool_name=str(p.call.name),
+            result=result,
+            decision=p.decision,  # type: ignore[arg-type]
+            deciding_hook=p.deciding_hook,
+            block_reason=p.block_reason,
+            arguments_rewritten=p.rewritten,
+            error_type=p.error_type,
+            duration_ms=(time.perf_counter() - p.start) * 1000.0,
+        )
+        token = otel_context.attach(p.span_context)
+        try:
+            for hook in p.hooks.observers:
+                assert hook.observe is not None
+                try:
+                    value = hook.observe(record)
+                    if inspect.isawaitable(value):  # observers should be sync; close it cleanly
+                        close = getattr(value, "close", None)
+                        if close is not None:
+                            close()
+                        raise TypeError("on_tool_call_end must not be async")
+                except Exception as exc:
+                    if p.span.is_recording():
+                        p.span.record_exception(exc, {A.EVENT_HOOK_NAME: hook.name})
+        finally:
+            otel_context.detach(token)
+
+    def _end_cancelled(self, p: PreparedCall, exc: BaseException) -> None:
+        if p.span.is_recording():
+            self._mark_error(p.span, A.ERR_CANCELLED, "cancelled")
+            p.span.set_attribute(A.CANCELLED, True)
+        p.span.end()
+
+    def _end_with_internal_error(self, p: PreparedCall, exc: BaseException) -> None:
+        if p.span.is_recording():
+            p.span.record_exception(exc)
+            self._mark_error(p.span, type(exc).__qualname__, f"otelhooks internal error: {exc}")
+        p.span.end()
+
+
+class _Watch:
+    """While inside, ``signal.cancel()`` cancels the current task (see :class:`CancelSignal`)."""
+
+    __slots__ = ("_signal", "_task")
+
+    def __init__(self, signal: CancelSignal) -> None:
+        self._signal = signal
+        self._task: asyncio.Task[Any] | None = None
+
+    def __enter__(self) -> None:
+        self._task = asyncio.current_task()
+        if self._task is not None:
+            self._signal._watch(self._task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._signal._unwatch(self._task)
+

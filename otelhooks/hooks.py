@@ -1,0 +1,557 @@
+"""Hooks: what a before-hook and an after-hook receive, what they may return, and the chain.
+
+Contracts
+---------
+* A **before-hook** is called with a :class:`BeforeToolCallContext` and returns ``None`` or
+  :func:`allow` (go on), :func:`block` (stop: the handler never runs, the after-hooks do not run,
+  the model gets ``blocked: <reason>``) or :func:`rewrite` (go on with new arguments, which are
+  validated against the tool's schema again). Hooks run in registration order; each sees the
+  arguments as rewritten by the ones before it; the first block wins and ends the chain.
+* An **after-hook** is called with an :class:`AfterToolCallContext` and returns ``None`` (keep),
+  a ``str`` (new content) or an :class:`AfterOverride`: a field-level override in which omitted
+  fields keep their values. Hooks run in order, each seeing the result as overridden so far.
+* An **observer** (``on_tool_call_end``) is called once per call with the final
+  :class:`ToolCallRecord`, while the call's span is current. It cannot change anything.
+* Any of these may be sync or ``async``. A hook that raises, returns a value of the wrong type or
+  overruns its ``timeout`` is handled by its failure policy: ``"fail_closed"`` blocks the call
+  (before) or withholds the result (after); ``"fail_open"`` ignores the hook. The defaults are
+  fail closed for before-hooks and fail open for after-hooks. Either way the failure is recorded
+  on the trace and the call ends with a result. An observer that raises is recorded and ignored.
+* A hook never sees the runtime's own copy of the arguments: ``args`` is a read-only mapping and
+  nested containers are copies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import fnmatch
+import inspect
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
+
+from .cancel import CancelSignal
+from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult, ToolSpec
+
+FailurePolicy = Literal["fail_closed", "fail_open"]
+FAIL_CLOSED: Final = "fail_closed"
+FAIL_OPEN: Final = "fail_open"
+
+
+class _Keep:
+    """Marker for an :class:`AfterOverride` field that keeps its value."""
+
+    _instance: _Keep | None = None
+
+    def __new__(cls) -> _Keep:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "KEEP"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+KEEP: Final = _Keep()
+
+
+@dataclass(frozen=True, slots=True)
+class BeforeDecision:
+    """What a before-hook decided. Build with :func:`allow`, :func:`block` or :func:`rewrite`."""
+
+    block: bool = False
+    reason: str = ""
+    arguments: Mapping[str, Any] | None = None
+
+
+_ALLOW: Final = BeforeDecision()
+
+
+def allow() -> BeforeDecision:
+    return _ALLOW
+
+
+def block(reason: str) -> BeforeDecision:
+    return BeforeDecision(block=True, reason=reason or "blocked")
+
+
+def rewrite(arguments: Mapping[str, Any]) -> BeforeDecision:
+    return BeforeDecision(arguments=dict(arguments))
+
+
+@dataclass(frozen=True, slots=True)
+class AfterOverride:
+    """Field-level override of a tool result; a field left as ``KEEP`` keeps its value."""
+
+    content: str | _Keep = KEEP
+    details: Any = KEEP
+    is_error: bool | _Keep = KEEP
+
+
+@dataclass(frozen=True, slots=True)
+class BeforeToolCallContext:
+    """What a before-hook sees.
+
+    ``tool_call`` is the call as the model sent it (raw arguments); ``args`` the validated
+    arguments as rewritten by earlier hooks; ``assistant_message`` the message that asked for the
+    call (``None`` outside a loop); ``context`` a snapshot of the run; ``signal`` the run's
+    cancellation signal.
+    """
+
+    tool_call: ToolCall
+    args: Mapping[str, Any]
+    tool: ToolSpec
+    assistant_message: AssistantMessage | None
+    context: AgentContext
+    signal: CancelSignal
+
+
+@dataclass(frozen=True, slots=True)
+class AfterToolCallContext:
+    """What an after-hook sees: the before-context's fields plus the result so far."""
+
+    tool_call: ToolCall
+    args: Mapping[str, Any]
+    tool: ToolSpec
+    assistant_message: AssistantMessage | None
+    context: AgentContext
+    signal: CancelSignal
+    result: ToolResult
+    is_error: bool
+
+
+Decision = Literal["allow", "block", "skip"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    """The outcome of one call, given to observers when it ends.
+
+    ``decision`` is ``allow`` (the handler was asked to run), ``block`` (a hook stopped it) or
+    ``skip`` (the loop skipped it); a call that failed before any decision (unknown tool, invalid
+    arguments) has ``decision=None`` and ``error_type`` set.
+    """
+
+    tool_call: ToolCall
+    tool_name: str
+    result: ToolResult
+    decision: Decision | None
+    deciding_hook: str | None
+    block_reason: str | None
+    arguments_rewritten: bool
+    error_type: str | None
+    duration_ms: float
+
+
+BeforeResult: TypeAlias = BeforeDecision | None
+AfterResult: TypeAlias = AfterOverride | str | None
+BeforeHookFn: TypeAlias = Callable[[BeforeToolCallContext], Any]
+AfterHookFn: TypeAlias = Callable[[AfterToolCallContext], Any]
+ObserverFn: TypeAlias = Callable[[ToolCallRecord], Any]
+
+
+@runtime_checkable
+class ToolHook(Protocol):
+    """A hook object. It defines any of ``before_tool_call``, ``after_tool_call`` and
+    ``on_tool_call_end``; registering it once enrols it in each phase it defines. Optional
+    attributes ``name``, ``tools``, ``timeout``, ``before_failure`` and ``after_failure`` give
+    defaults for the registration's options."""
+
+
+@dataclass(frozen=True, eq=False)
+class RegisteredHook:
+    """One registration: the callables of each phase, which tools it applies to, and its policy."""
+
+    name: str
+    before: BeforeHookFn | None = None
+    after: AfterHookFn | None = None
+    observe: ObserverFn | None = None
+    tools: tuple[str, ...] | None = None
+    timeout: float | None = None
+    before_failure: FailurePolicy = FAIL_CLOSED
+    after_failure: FailurePolicy = FAIL_OPEN
+    _exact: frozenset[str] = field(default=frozenset(), repr=False)
+    _globs: tuple[str, ...] = field(default=(), repr=False)
+
+    def __post_init__(self) -> None:
+        if self.tools is not None:
+            patterns = tuple(self.tools)
+            exact = frozenset(p for p in patterns if not _is_glob(p))
+            object.__setattr__(self, "_exact", exact)
+            object.__setattr__(self, "_globs", tuple(p for p in patterns if _is_glob(p)))
+        for policy in (self.before_failure, self.after_failure):
+            if policy not in (FAIL_CLOSED, FAIL_OPEN):
+                raise ValueError(f"failure policy must be 'fail_closed' or 'fail_open', got {policy!r}")
+
+    def applies_to(self, tool_name: str) -> bool:
+        if self.tools is None or tool_name in self._exact:
+            return True
+        return any(fnmatch.fnmatchcase(tool_name, g) for g in self._globs)
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseHooks:
+    """The hooks that apply to one tool, per phase, in registration order."""
+
+    before: tuple[RegisteredHook, ...]
+    after: tuple[RegisteredHook, ...]
+    observers: tuple[RegisteredHook, ...]
+
+
+_NO_HOOKS: Final = PhaseHooks((), (), ())
+
+
+class HookChain:
+    """An immutable, ordered set of registrations, with the per-tool selection cached."""
+
+    __slots__ = ("_cache", "hooks")
+
+    def __init__(self, hooks: Iterable[RegisteredHook] = ()) -> None:
+        self.hooks: tuple[RegisteredHook, ...] = tuple(hooks)
+        self._cache: dict[str, PhaseHooks] = {}
+
+    def for_tool(self, tool_name: str) -> PhaseHooks:
+        found = self._cache.get(tool_name)
+        if found is None:
+            if not self.hooks:
+                return _NO_HOOKS
+            applicable = [h for h in self.hooks if h.applies_to(tool_name)]
+            found = PhaseHooks(
+                tuple(h for h in applicable if h.before is not None),
+                tuple(h for h in applicable if h.after is not None),
+                tuple(h for h in applicable if h.observe is not None),
+            )
+            if len(self._cache) < 4096:  # bounded: names come from the model
+                self._cache[tool_name] = found
+        return found
+
+
+class Hooks:
+    """The mutable list of hook registrations an agent or executor uses.
+
+    ``snapshot()`` gives the :class:`HookChain` a run or a turn uses, so that registering a hook
+    while a turn runs affects the next turn only.
+    """
+
+    def __init__(self, hooks: Iterable[Any] = ()) -> None:
+        self._hooks: list[RegisteredHook] = []
+        self._chain: HookChain | None = None
+        for h in hooks:
+            self.add(h)
+
+    def add(
+        self,
+        hook: Any = None,
+        *,
+        before: BeforeHookFn | None = None,
+        after: AfterHookFn | None = None,
+        observe: ObserverFn | None = None,
+        name: str | None = None,
+        tools: str | Iterable[str] | None = None,
+        timeout: float | None = None,
+        before_failure: FailurePolicy | None = None,
+        after_failure: FailurePolicy | None = None,
+    ) -> RegisteredHook:
+        """Register a hook object, or explicit ``before``/``after``/``observe`` callables.
+
+        ``tools`` limits the hook to tools whose name equals one of the names or matches one of
+        the glob patterns (``"fs.*"``). ``timeout`` (seconds) bounds each call of the hook.
+        """
+        if isinstance(hook, RegisteredHook):
+            registered = hook
+        else:
+            if hook is not None:
+                before = before or getattr(hook, "before_tool_call", None)
+                after = after or getattr(hook, "after_tool_call", None)
+                observe = observe or getattr(hook, "on_tool_call_end", None)
+                name = name or getattr(hook, "name", None) or type(hook).__name__
+                tools = tools if tools is not None else getattr(hook, "tools", None)
+                timeout = timeout if timeout is not None else getattr(hook, "timeout", None)
+                before_failure = before_failure or getattr(hook, "before_failure", None)
+                after_failure = after_failure or getattr(hook, "after_failure", None)
+            if before is None and after is None and observe is None:
+                raise TypeError(
+                    "a hook needs before_tool_call, after_tool_call or on_tool_call_end"
+                )
+            fn = before or after or observe
+            registered = RegisteredHook(
+                name=name or getattr(fn, "__name__", "hook"),
+                before=before,
+                after=after,
+                observe=observe,
+                tools=(tools,) if isinstance(tools, str) else tuple(tools) if tools else None,
+                timeout=timeout,
+                before_failure=before_failure or FAIL_CLOSED,
+                after_failure=after_failure or FAIL_OPEN,
+            )
+        self._hooks.append(registered)
+        self._chain = None
+        return registered
+
+    def before(self, fn: BeforeHookFn | None = None, /, **options: Any) -> Any:
+        """Decorator registering a before-hook: ``@hooks.before`` or ``@hooks.before(tools=...)``."""
+
+        def decorate(f: BeforeHookFn) -> BeforeHookFn:
+            self.add(before=f, **options)
+            return f
+
+        return decorate(fn) if fn is not None else decorate
+
+    def after(self, fn: AfterHookFn | None = None, /, **options: Any) -> Any:
+        """Decorator registering an after-hook: ``@hooks.after`` or ``@hooks.after(tools=...)``."""
+
+        def decorate(f: AfterHookFn) -> AfterHookFn:
+            self.add(after=f, **options)
+            return f
+
+        return decorate(fn) if fn is not None else decorate
+
+    def remove(self, registered: RegisteredHook) -> None:
+        self._hooks.remove(registered)
+        self._chain = None
+
+    def snapshot(self) -> HookChain:
+        if self._chain is None:
+            self._chain = HookChain(self._hooks)
+        return self._chain
+
+    def __len__(self) -> int:
+        return len(self._hooks)
+
+
+# --- running a chain --------------------------------------------------------------------------
+
+
+class HookFailure(Exception):
+    """A hook raised, returned a value of the wrong type, or overran its timeout."""
+
+    def __init__(self, hook: str, error_type: str, message: str, cause: BaseException | None):
+        super().__init__(message)
+        self.hook = hook
+        self.error_type = error_type
+        self.cause = cause
+
+
+@dataclass(frozen=True, slots=True)
+class HookRun:
+    """One hook's part in a chain, for the trace: its decision and how long it took."""
+
+    hook: str
+    decision: str  # allow | block | rewrite | keep | override | failed | timeout
+    duration_ms: float
+    failure: HookFailure | None = None
+
+
+@dataclass(slots=True)
+class BeforeOutcome:
+    args: Mapping[str, Any]
+    blocked: bool = False
+    reason: str = ""
+    deciding_hook: str | None = None
+    rewritten: bool = False
+    failure: HookFailure | None = None  # the failure that blocked the call (fail closed)
+    runs: list[HookRun] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class AfterOutcome:
+    result: ToolResult
+    overridden: bool = False
+    failure: HookFailure | None = None  # the failure that withheld the result (fail closed)
+    runs: list[HookRun] = field(default_factory=list)
+
+
+def readonly_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A view of ``args`` a hook cannot change the runtime's copy through."""
+    for v in args.values():
+        if isinstance(v, (dict, list, set, bytearray)) or hasattr(v, "__dict__"):
+            return MappingProxyType(copy.deepcopy(dict(args)))
+    return MappingProxyType(dict(args))
+
+
+async def call_hook(
+    hook: RegisteredHook, fn: Callable[[Any], Any], ctx: Any
+) -> Any:
+    """Call one hook (sync or async) within its timeout; raise :class:`HookFailure` on a fault.
+
+    A sync hook with a timeout runs in a worker thread so that a hook that hangs cannot stall the
+    event loop. ``asyncio.CancelledError`` passes through untouched.
+    """
+    try:
+        if hook.timeout is None:
+            value = fn(ctx)
+            if inspect.isawaitable(value):
+                value = await value
+            return value
+        async with asyncio.timeout(hook.timeout):
+            if inspect.iscoroutinefunction(fn):
+                return await fn(ctx)
+            value = await asyncio.to_thread(fn, ctx)
+            if inspect.isawaitable(value):
+                value = await value
+            return value
+    except TimeoutError as exc:
+        raise HookFailure(
+            hook.name, "hook_timeout", f"hook {hook.name!r} timed out after {hook.timeout}s", exc
+        ) from None
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        raise HookFailure(
+            hook.name, "hook_failed", f"hook {hook.name!r} raised {type(exc).__name__}: {exc}", exc
+        ) from None
+
+
+def _ms_since(start: float) -> float:
+    return (time.perf_counter() - start) * 1000.0
+
+
+async def run_before_chain(
+    hooks: tuple[RegisteredHook, ...],
+    ctx: BeforeToolCallContext,
+    revalidate: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+) -> BeforeOutcome:
+    """Run the before-hooks in order; ``revalidate`` checks rewritten arguments (may raise)."""
+    outcome = BeforeOutcome(args=ctx.args)
+    for hook in hooks:
+        assert hook.before is not None
+        start = time.perf_counter()
+        try:
+            value = await call_hook(hook, hook.before, ctx)
+            if value is None or value is _ALLOW:
+                outcome.runs.append(HookRun(hook.name, "allow", _ms_since(start)))
+                continue
+            if not isinstance(value, BeforeDecision):
+                raise HookFailure(
+                    hook.name,
+                    "hook_failed",
+                    f"hook {hook.name!r} returned {type(value).__name__}; "
+                    "expected allow(), block(reason), rewrite(arguments) or None",
+                    None,
+                )
+            if value.block:
+                outcome.runs.append(HookRun(hook.name, "block", _ms_since(start)))
+                outcome.blocked, outcome.reason, outcome.deciding_hook = True, value.reason, hook.name
+                return outcome
+            if value.arguments is not None:
+                try:
+                    new_args = revalidate(value.arguments)
+                except Exception as exc:
+                    raise HookFailure(
+                        hook.name,
+                        "invalid_arguments",
+                        f"hook {hook.name!r} rewrote the arguments into invalid ones: {exc}",
+                        exc,
+                    ) from None
+                outcome.args, outcome.rewritten = new_args, True
+                outcome.deciding_hook = hook.name
+                ctx = BeforeToolCallContext(
+                    ctx.tool_call,
+                    readonly_args(new_args),
+                    ctx.tool,
+                    ctx.assistant_message,
+                    ctx.context,
+                    ctx.signal,
+                )
+                outcome.runs.append(HookRun(hook.name, "rewrite", _ms_since(start)))
+            else:
+                outcome.runs.append(HookRun(hook.name, "allow", _ms_since(start)))
+        except HookFailure as failure:
+            kind = "timeout" if failure.error_type == "hook_timeout" else "failed"
+            outcome.runs.append(HookRun(hook.name, kind, _ms_since(start), failure))
+            if hook.before_failure == FAIL_CLOSED:
+                outcome.blocked, outcome.deciding_hook = True, hook.name
+                outcome.reason = _failure_reason(failure)
+                outcome.failure = failure
+                return outcome
+    return outcome
+
+
+def _failure_reason(failure: HookFailure) -> str:
+    if failure.error_type == "hook_timeout":
+        return str(failure)
+    if failure.error_type == "invalid_arguments":
+        return f"hook {failure.hook!r} rewrote the arguments into invalid ones"
+    # The exception's message stays on the (scrubbed) span; the model gets the type only.
+    cause = type(failure.cause).__name__ if failure.cause is not None else "a wrong return type"
+    return f"hook {failure.hook!r} failed ({cause})"
+
+
+async def run_after_chain(
+    hooks: tuple[RegisteredHook, ...], ctx: AfterToolCallContext
+) -> AfterOutcome:
+    """Run the after-hooks in order, each seeing the result as overridden so far."""
+    outcome = AfterOutcome(result=ctx.result)
+    for hook in hooks:
+        assert hook.after is not None
+        start = time.perf_counter()
+        try:
+            value = await call_hook(hook, hook.after, ctx)
+            if value is None:
+                outcome.runs.append(HookRun(hook.name, "keep", _ms_since(start)))
+                continue
+            if isinstance(value, str):
+                value = AfterOverride(content=value)
+            elif not isinstance(value, AfterOverride):
+                raise HookFailure(
+                    hook.name,
+                    "hook_failed",
+                    f"hook {hook.name!r} returned {type(value).__name__}; "
+                    "expected AfterOverride, str or None",
+                    None,
+                )
+            try:
+                result = apply_override(outcome.result, value)
+            except TypeError as exc:
+                raise HookFailure(
+                    hook.name, "hook_failed", f"hook {hook.name!r}: {exc}", exc
+                ) from None
+            if result is not outcome.result:
+                outcome.result, outcome.overridden = result, True
+                ctx = AfterToolCallContext(
+                    ctx.tool_call,
+                    ctx.args,
+                    ctx.tool,
+                    ctx.assistant_message,
+                    ctx.context,
+                    ctx.signal,
+                    result,
+                    result.is_error,
+                )
+            outcome.runs.append(HookRun(hook.name, "override", _ms_since(start)))
+        except HookFailure as failure:
+            kind = "timeout" if failure.error_type == "hook_timeout" else "failed"
+            outcome.runs.append(HookRun(hook.name, kind, _ms_since(start), failure))
+            if hook.after_failure == FAIL_CLOSED:
+                outcome.result = ToolResult(
+                    ctx.result.tool_call_id,
+                    ctx.result.tool_name,
+                    f"error: {_failure_reason(failure)}; the result was withheld",
+                    None,
+                    True,
+                )
+                outcome.overridden, outcome.failure = True, failure
+                return outcome
+    return outcome
+
+
+def apply_override(result: ToolResult, override: AfterOverride) -> ToolResult:
+    """``result`` with the fields the override sets; the same object when it sets none."""
+    content = result.content if override.content is KEEP else override.content
+    details = result.details if override.details is KEEP else override.details
+    is_error = result.is_error if override.is_error is KEEP else override.is_error
+    if not isinstance(content, str) or not isinstance(is_error, bool):
+        raise TypeError("AfterOverride.content must be a str and is_error a bool")
+    if content is result.content and details is result.details and is_error is result.is_error:
+        return result
+    return ToolResult(result.tool_call_id, result.tool_name, content, details, is_error)

@@ -1,0 +1,323 @@
+"""Tools and the registry: schemas from signatures, argument validation, running a handler.
+
+The registry knows nothing of hooks or spans. It turns a Python function into a :class:`Tool`
+(name, description, JSON Schema of the parameters), validates a call's arguments against that
+schema, and runs the handler. Everything else wraps it from outside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints, overload
+
+import jsonschema
+import pydantic
+
+from .cancel import CancelSignal
+from .messages import ToolCall, ToolSpec
+
+ProgressCallback = Callable[[Any], None]
+
+
+class ToolError(Exception):
+    """Base of the errors the registry reports as error results (never raised out of a run)."""
+
+
+class ToolNotFound(ToolError):
+    pass
+
+
+class InvalidArguments(ToolError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Given to a handler that declares a parameter annotated ``ToolContext``.
+
+    ``progress(update)`` reports a partial result: it becomes a span event on the ``run`` span and
+    a ``tool_execution_update`` event of the loop. ``signal`` is the run's cancellation signal.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    signal: CancelSignal
+    _on_progress: ProgressCallback | None = None
+
+    def progress(self, update: Any) -> None:
+        if self._on_progress is not None:
+            self._on_progress(update)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A handler may return this to set the model-facing text and the details separately."""
+
+    content: str
+    details: Any = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """A registered tool. Build one with :func:`tool` or :meth:`ToolRegistry.register`.
+
+    ``timeout`` (seconds) bounds one run of the handler; a sync handler with a timeout, or marked
+    ``blocking``, runs in a worker thread so that the event loop and the timeout stay live.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    handler: Callable[..., Any]
+    timeout: float | None = None
+    blocking: bool = False
+    is_async: bool = field(init=False)
+    spec: ToolSpec = field(init=False)
+    _context_param: str | None = field(default=None, repr=False)
+    _model: type[pydantic.BaseModel] | None = field(default=None, repr=False)
+    _validator: jsonschema.protocols.Validator | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handler))
+        object.__setattr__(self, "spec", ToolSpec(self.name, self.description, self.parameters))
+
+    def validate(self, arguments: Mapping[str, Any] | str) -> dict[str, Any]:
+        """Return the validated arguments, or raise :class:`InvalidArguments` saying what is wrong."""
+        args = decode_arguments(arguments)
+        if self._model is not None:
+            try:
+                model = self._model.model_validate(args)
+            except pydantic.ValidationError as exc:
+                raise InvalidArguments(_pydantic_message(exc)) from None
+            return {name: getattr(model, name) for name in type(model).model_fields}
+        if self._validator is not None:
+            errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.path))
+            if errors:
+                raise InvalidArguments("; ".join(_jsonschema_message(e) for e in errors))
+        return dict(args)
+
+    def call(
+        self,
+        args: Mapping[str, Any],
+        *,
+        tool_call_id: str,
+        signal: CancelSignal,
+        on_progress: ProgressCallback | None = None,
+    ) -> Any:
+        """Call the handler with validated arguments; returns its value (an awaitable if async)."""
+        kwargs = dict(args)
+        if self._context_param is not None:
+            kwargs[self._context_param] = ToolContext(tool_call_id, self.name, signal, on_progress)
+        return self.handler(**kwargs)
+
+
+def decode_arguments(arguments: Mapping[str, Any] | str) -> Mapping[str, Any]:
+    if isinstance(arguments, str):
+        try:
+            decoded = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise InvalidArguments(f"arguments are not valid JSON: {exc.msg}") from None
+        arguments = decoded
+    if not isinstance(arguments, Mapping):
+        raise InvalidArguments(
+            f"arguments must be a JSON object, got {type(arguments).__name__}"
+        )
+    return arguments
+
+
+def _pydantic_message(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False, include_input=False):
+        loc = ".".join(str(p) for p in err["loc"]) or "arguments"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _jsonschema_message(err: jsonschema.ValidationError) -> str:
+    loc = ".".join(str(p) for p in err.absolute_path) or "arguments"
+    return f"{loc}: {err.message}"
+
+
+def _strip_titles(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _strip_titles(v) for k, v in schema.items() if k != "title"}
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+def _description_from(fn: Callable[..., Any]) -> str:
+    doc = inspect.getdoc(fn) or ""
+    return doc.strip().split("\n\n", 1)[0].replace("\n", " ")
+
+
+def make_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    blocking: bool = False,
+) -> Tool:
+    """Build a :class:`Tool` from a sync or async function.
+
+    The name defaults to the function's name, the description to the first paragraph of its
+    docstring, and the parameters schema to one derived from the signature and type hints (with
+    pydantic; ``Annotated[..., pydantic.Field(description=...)]`` documents a parameter). An
+    explicit ``parameters`` JSON Schema replaces the derived one and is what arguments are
+    validated against. A parameter annotated :class:`ToolContext` is injected, not exposed.
+    """
+    if not callable(fn):
+        raise TypeError(f"a tool handler must be callable, got {type(fn).__name__}")
+    tool_name = name or getattr(fn, "__name__", None)
+    if not tool_name or not isinstance(tool_name, str):
+        raise ValueError("a tool needs a name")
+    hints = get_type_hints(fn, include_extras=True)
+    context_param: str | None = None
+    fields: dict[str, Any] = {}
+    for pname, param in inspect.signature(fn).parameters.items():
+        annotation = hints.get(pname, Any)
+        if annotation is ToolContext:
+            context_param = pname
+            continue
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[pname] = (annotation, default)
+
+    model: type[pydantic.BaseModel] | None = None
+    validator: jsonschema.protocols.Validator | None = None
+    if parameters is None:
+        model = pydantic.create_model(  # type: ignore[call-overload]
+            f"{tool_name}_arguments",
+            __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+            **fields,
+        )
+        schema = _strip_titles(model.model_json_schema())
+    else:
+        schema = dict(parameters)
+        validator_cls = jsonschema.validators.validator_for(schema)
+        validator_cls.check_schema(schema)
+        validator = validator_cls(schema)
+    return Tool(
+        name=tool_name,
+        description=description if description is not None else _description_from(fn),
+        parameters=schema,
+        handler=fn,
+        timeout=timeout,
+        blocking=blocking,
+        _context_param=context_param,
+        _model=model,
+        _validator=validator,
+    )
+
+
+class ToolRegistry:
+    """Tools by name. Registering a name twice replaces the earlier tool."""
+
+    def __init__(self, tools: list[Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools or ():
+            self.add(t)
+
+    def add(self, tool: Tool) -> Tool:
+        self._tools[tool.name] = tool
+        return tool
+
+    def register(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        blocking: bool = False,
+    ) -> Tool:
+        return self.add(
+            make_tool(
+                fn,
+                name=name,
+                description=description,
+                parameters=parameters,
+                timeout=timeout,
+                blocking=blocking,
+            )
+        )
+
+    @overload
+    def tool(self, fn: Callable[..., Any], /) -> Callable[..., Any]: ...
+
+    @overload
+    def tool(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        blocking: bool = False,
+    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+
+    def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+        """Decorator: ``@registry.tool`` or ``@registry.tool(name=..., timeout=...)``.
+
+        Returns the function unchanged, so it stays callable as plain Python.
+        """
+
+        def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
+            self.register(f, **options)
+            return f
+
+        return decorate(fn) if fn is not None else decorate
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def resolve(self, call: ToolCall) -> Tool:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            raise ToolNotFound(f"unknown tool {call.name[:100]!r}; available tools: {known}")
+        return tool
+
+    def specs(self) -> list[ToolSpec]:
+        return [t.spec for t in self._tools.values()]
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(list(self._tools.values()))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    async def run(
+        self,
+        tool: Tool,
+        args: Mapping[str, Any],
+        *,
+        tool_call_id: str,
+        signal: CancelSignal,
+        on_progress: ProgressCallback | None = None,
+        in_thread: bool = False,
+    ) -> Any:
+        """Run the handler: awaited if async; a sync one inline, or in a worker thread when
+        ``in_thread`` (so that a timeout can fire and other tools keep running)."""
+        if tool.is_async or not in_thread:
+            value = tool.call(args, tool_call_id=tool_call_id, signal=signal, on_progress=on_progress)
+        else:
+            value = await asyncio.to_thread(
+                tool.call, args, tool_call_id=tool_call_id, signal=signal, on_progress=on_progress
+            )
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds the pinned Jaeger v2 binary from the Go module proxy into .cache/jaeger/ (git-ignored)
+# and prints its path. A cached binary whose recorded version matches the pin is reused, so only
+# the first run on a machine pays for the build (about 5 minutes on 2 cores).
+#
+# Pin: Jaeger v2.13.0, published on the Go module proxy as github.com/jaegertracing/jaeger v1.76.0
+# (Jaeger's v2 tags are not Go module versions; the proxy here serves release versions only).
+# tools/jaeger/ is a small Go module that requires that version and mirrors its replace directive,
+# because `go install pkg@version` refuses a module whose go.mod has one.
+set -euo pipefail
+
+JAEGER_VERSION="v2.13.0"
+JAEGER_MODULE_VERSION="v1.76.0"
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dest="${OTELHOOKS_JAEGER_CACHE:-$root/.cache/jaeger}/$JAEGER_VERSION"
+bin="$dest/jaeger"
+stamp="$dest/VERSION"
+want="$JAEGER_VERSION module=$JAEGER_MODULE_VERSION go.sum=$(sha256sum "$root/tools/jaeger/go.sum" | cut -c1-16)"
+
+if [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  echo "$bin"
+  exit 0
+fi
+if ! command -v go >/dev/null 2>&1; then
+  echo "install-jaeger: the Go toolchain is needed to build Jaeger (no 'go' on PATH)" >&2
+  exit 1
+fi
+mkdir -p "$dest"
+echo "install-jaeger: building Jaeger $JAEGER_VERSION (module $JAEGER_MODULE_VERSION); this takes a few minutes the first time" >&2
+(
+  cd "$root/tools/jaeger"
+  GOFLAGS=-mod=mod go build -trimpath \
+    -ldflags "-s -w -X github.com/jaegertracing/jaeger/internal/version.latestVersion=$JAEGER_VERSION" \
+    -o "$bin.tmp" github.com/jaegertracing/jaeger/cmd/jaeger
+) >&2
+mv "$bin.tmp" "$bin"
+echo "$want" > "$stamp"
+echo "$bin"
