@@ -196,7 +196,7 @@ class ToolExecutor:
         return prepared
 
     async def finish(self, prepared: PreparedCall) -> ToolResult:
-        """Run the handler and the after-hooks of a prepared call, end its span, return its result."""
+        """Run the handler and after-hooks of a prepared call; end its span; return the result."""
         if prepared.result is not None:
             return prepared.result
         try:
@@ -256,6 +256,7 @@ class ToolExecutor:
                 exc = ToolNotFound(self._unknown_tool_message(p.call))
                 self._fail_before(p, span, A.ERR_TOOL_NOT_FOUND, exc)
                 return
+            args: Mapping[str, Any]
             try:
                 args = p.tool.validate(p.call.arguments)
             except InvalidArguments as exc:
@@ -271,7 +272,13 @@ class ToolExecutor:
                     p.context,
                     p.signal,
                 )
-                outcome = await run_before_chain(p.hooks.before, ctx, p.tool.validate)
+                try:
+                    outcome = await run_before_chain(p.hooks.before, ctx, args, p.tool.validate)
+                except asyncio.CancelledError as exc:
+                    if self._cancelled_by_signal(p, exc):
+                        self._cancelled_result(p, span)
+                        return
+                    raise
                 self._record_runs(span, outcome.runs)
                 args = outcome.args
                 self._decide(p, span, outcome)
@@ -508,7 +515,9 @@ class ToolExecutor:
         if span.is_recording():
             self._mark_error(span, A.ERR_CANCELLED, reason)
             span.set_attribute(A.CANCELLED, True)
-        p.result = ToolResult(p.call.id, str(p.call.name), f"error: cancelled: {reason}", None, True)
+        p.result = ToolResult(
+            p.call.id, str(p.call.name), f"error: cancelled: {reason}", None, True
+        )
         return p.result
 
     def _end(self, p: PreparedCall) -> None:
@@ -595,4 +604,3 @@ class _Watch:
     def __exit__(self, *exc: object) -> None:
         if self._task is not None:
             self._signal._unwatch(self._task)
-

@@ -187,7 +187,9 @@ class RegisteredHook:
             object.__setattr__(self, "_globs", tuple(p for p in patterns if _is_glob(p)))
         for policy in (self.before_failure, self.after_failure):
             if policy not in (FAIL_CLOSED, FAIL_OPEN):
-                raise ValueError(f"failure policy must be 'fail_closed' or 'fail_open', got {policy!r}")
+                raise ValueError(
+                    f"failure policy must be 'fail_closed' or 'fail_open', got {policy!r}"
+                )
 
     def applies_to(self, tool_name: str) -> bool:
         if self.tools is None or tool_name in self._exact:
@@ -285,7 +287,7 @@ class Hooks:
                 )
             fn = before or after or observe
             registered = RegisteredHook(
-                name=name or getattr(fn, "__name__", "hook"),
+                name=str(name or getattr(fn, "__name__", "hook")),
                 before=before,
                 after=after,
                 observe=observe,
@@ -299,7 +301,7 @@ class Hooks:
         return registered
 
     def before(self, fn: BeforeHookFn | None = None, /, **options: Any) -> Any:
-        """Decorator registering a before-hook: ``@hooks.before`` or ``@hooks.before(tools=...)``."""
+        """Register a before-hook: ``@hooks.before`` or ``@hooks.before(tools=...)``."""
 
         def decorate(f: BeforeHookFn) -> BeforeHookFn:
             self.add(before=f, **options)
@@ -379,9 +381,7 @@ def readonly_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(args))
 
 
-async def call_hook(
-    hook: RegisteredHook, fn: Callable[[Any], Any], ctx: Any
-) -> Any:
+async def call_hook(hook: RegisteredHook, fn: Callable[[Any], Any], ctx: Any) -> Any:
     """Call one hook (sync or async) within its timeout; raise :class:`HookFailure` on a fault.
 
     A sync hook with a timeout runs in a worker thread so that a hook that hangs cannot stall the
@@ -419,10 +419,15 @@ def _ms_since(start: float) -> float:
 async def run_before_chain(
     hooks: tuple[RegisteredHook, ...],
     ctx: BeforeToolCallContext,
+    args: Mapping[str, Any],
     revalidate: Callable[[Mapping[str, Any]], Mapping[str, Any]],
 ) -> BeforeOutcome:
-    """Run the before-hooks in order; ``revalidate`` checks rewritten arguments (may raise)."""
-    outcome = BeforeOutcome(args=ctx.args)
+    """Run the before-hooks in order.
+
+    ``args`` is the runtime's own copy of the validated arguments (hooks see ``ctx.args``, a
+    read-only copy); ``revalidate`` checks rewritten arguments and may raise.
+    """
+    outcome = BeforeOutcome(args=args)
     for hook in hooks:
         assert hook.before is not None
         start = time.perf_counter()
@@ -441,7 +446,11 @@ async def run_before_chain(
                 )
             if value.block:
                 outcome.runs.append(HookRun(hook.name, "block", _ms_since(start)))
-                outcome.blocked, outcome.reason, outcome.deciding_hook = True, value.reason, hook.name
+                outcome.blocked, outcome.reason, outcome.deciding_hook = (
+                    True,
+                    value.reason,
+                    hook.name,
+                )
                 return outcome
             if value.arguments is not None:
                 try:

@@ -12,7 +12,7 @@ import inspect
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints, overload
+from typing import Any, get_type_hints
 
 import jsonschema
 import pydantic
@@ -87,7 +87,7 @@ class Tool:
         object.__setattr__(self, "spec", ToolSpec(self.name, self.description, self.parameters))
 
     def validate(self, arguments: Mapping[str, Any] | str) -> dict[str, Any]:
-        """Return the validated arguments, or raise :class:`InvalidArguments` saying what is wrong."""
+        """The validated arguments; :class:`InvalidArguments` says what is wrong."""
         args = decode_arguments(arguments)
         if self._model is not None:
             try:
@@ -124,9 +124,7 @@ def decode_arguments(arguments: Mapping[str, Any] | str) -> Mapping[str, Any]:
             raise InvalidArguments(f"arguments are not valid JSON: {exc.msg}") from None
         arguments = decoded
     if not isinstance(arguments, Mapping):
-        raise InvalidArguments(
-            f"arguments must be a JSON object, got {type(arguments).__name__}"
-        )
+        raise InvalidArguments(f"arguments must be a JSON object, got {type(arguments).__name__}")
     return arguments
 
 
@@ -194,7 +192,7 @@ def make_tool(
     model: type[pydantic.BaseModel] | None = None
     validator: jsonschema.protocols.Validator | None = None
     if parameters is None:
-        model = pydantic.create_model(  # type: ignore[call-overload]
+        model = pydantic.create_model(
             f"{tool_name}_arguments",
             __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True),
             **fields,
@@ -251,20 +249,6 @@ class ToolRegistry:
             )
         )
 
-    @overload
-    def tool(self, fn: Callable[..., Any], /) -> Callable[..., Any]: ...
-
-    @overload
-    def tool(
-        self,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        parameters: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-        blocking: bool = False,
-    ) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
-
     def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """Decorator: ``@registry.tool`` or ``@registry.tool(name=..., timeout=...)``.
 
@@ -312,7 +296,9 @@ class ToolRegistry:
         """Run the handler: awaited if async; a sync one inline, or in a worker thread when
         ``in_thread`` (so that a timeout can fire and other tools keep running)."""
         if tool.is_async or not in_thread:
-            value = tool.call(args, tool_call_id=tool_call_id, signal=signal, on_progress=on_progress)
+            value = tool.call(
+                args, tool_call_id=tool_call_id, signal=signal, on_progress=on_progress
+            )
         else:
             value = await asyncio.to_thread(
                 tool.call, args, tool_call_id=tool_call_id, signal=signal, on_progress=on_progress
@@ -320,4 +306,3 @@ class ToolRegistry:
         if inspect.isawaitable(value):
             value = await value
         return value
-
