@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 
 class CancelSignal:
@@ -20,7 +21,7 @@ class CancelSignal:
     def __init__(self) -> None:
         self._reason: str | None = None
         self._event: asyncio.Event | None = None
-        self._tasks: set[asyncio.Task[object]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
         self._callbacks: list[Callable[[str], None]] = []
 
     @property
@@ -64,8 +65,35 @@ class CancelSignal:
         else:
             self._callbacks.append(callback)
 
-    def _watch(self, task: asyncio.Task[object]) -> None:
-        self._tasks.add(task)
+    def watching(self) -> _Watching:
+        """Context manager: while inside, ``cancel()`` cancels the current task."""
+        return _Watching(self)
 
-    def _unwatch(self, task: asyncio.Task[object]) -> None:
-        self._tasks.discard(task)
+    def absorbs(self, exc: asyncio.CancelledError) -> bool:
+        """True when a ``CancelledError`` came from this signal alone; it is then absorbed
+        (``Task.uncancel``), and the caller turns it into an ordinary "cancelled" outcome.
+        False for an asyncio cancellation from outside, which the caller must re-raise."""
+        if self._reason is None:
+            return False
+        task = asyncio.current_task()
+        return task is not None and task.uncancel() == 0
+
+
+class _Watching:
+    """Registers the current task with the signal; nests (only the outermost one unregisters)."""
+
+    __slots__ = ("_signal", "_task")
+
+    def __init__(self, signal: CancelSignal) -> None:
+        self._signal = signal
+        self._task: asyncio.Task[Any] | None = None
+
+    def __enter__(self) -> None:
+        task = asyncio.current_task()
+        if task is not None and task not in self._signal._tasks:
+            self._signal._tasks.add(task)
+            self._task = task
+
+    def __exit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._signal._tasks.discard(self._task)

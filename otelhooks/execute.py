@@ -21,13 +21,13 @@ import inspect
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TracerProvider
 
 from . import attributes as A
 from .cancel import CancelSignal
@@ -164,12 +164,17 @@ class ToolExecutor:
         on_update: UpdateCallback | None = None,
         hooks: HookChain | None = None,
         parent: otel_context.Context | None = None,
+        links: Sequence[Link] | None = None,
     ) -> PreparedCall:
-        """Start the call's span and run its before phase (validation and before-hooks)."""
+        """Start the call's span and run its before phase (validation and before-hooks).
+
+        ``parent`` is the context the tool span is created under (default: the current one);
+        ``links`` link it to other spans (the loop links the ``chat`` span that asked for it).
+        """
         chain = hooks if hooks is not None else self._chain()
         tool = self.registry.get(call.name) if isinstance(call.name, str) else None
         span_name, attrs = self._span_identity(call, tool)
-        span = self.tracer.start_span(span_name, parent, SpanKind.INTERNAL, attrs)
+        span = self.tracer.start_span(span_name, parent, SpanKind.INTERNAL, attrs, links)
         prepared = PreparedCall(
             call=call,
             span=span,
@@ -183,7 +188,7 @@ class ToolExecutor:
             tool=tool,
         )
         try:
-            with _Watch(prepared.signal):
+            with prepared.signal.watching():
                 await self._before(prepared)
         except asyncio.CancelledError as exc:
             self._end_cancelled(prepared, exc)
@@ -200,7 +205,7 @@ class ToolExecutor:
         if prepared.result is not None:
             return prepared.result
         try:
-            with _Watch(prepared.signal):
+            with prepared.signal.watching():
                 result = await self._run(prepared)
                 result = await self._after(prepared, result)
         except asyncio.CancelledError as exc:
@@ -221,11 +226,12 @@ class ToolExecutor:
         parent: otel_context.Context | None = None,
         context: AgentContext | None = None,
         hooks: HookChain | None = None,
+        links: Sequence[Link] | None = None,
     ) -> ToolResult:
         """End a call that will not run (``otelhooks.decision=skip``) with an error result."""
         tool = self.registry.get(call.name) if isinstance(call.name, str) else None
         span_name, attrs = self._span_identity(call, tool)
-        span = self.tracer.start_span(span_name, parent, SpanKind.INTERNAL, attrs)
+        span = self.tracer.start_span(span_name, parent, SpanKind.INTERNAL, attrs, links)
         chain = hooks if hooks is not None else self._chain()
         prepared = PreparedCall(
             call=call,
@@ -275,7 +281,7 @@ class ToolExecutor:
                 try:
                     outcome = await run_before_chain(p.hooks.before, ctx, args, p.tool.validate)
                 except asyncio.CancelledError as exc:
-                    if self._cancelled_by_signal(p, exc):
+                    if p.signal.absorbs(exc):
                         self._cancelled_result(p, span)
                         return
                     raise
@@ -347,7 +353,7 @@ class ToolExecutor:
                     self._mark_error(span, A.ERR_TOOL_TIMEOUT, message)
                 return ToolResult(p.call.id, tool.name, f"error: {message}", None, True)
             except asyncio.CancelledError as exc:
-                if self._cancelled_by_signal(p, exc):
+                if p.signal.absorbs(exc):
                     return self._cancelled_result(p, span)
                 raise
             except Exception as exc:
@@ -382,7 +388,7 @@ class ToolExecutor:
             try:
                 outcome = await run_after_chain(p.hooks.after, ctx)
             except asyncio.CancelledError as exc:
-                if self._cancelled_by_signal(p, exc):
+                if p.signal.absorbs(exc):
                     return self._cancelled_result(p, span)
                 raise
             self._record_runs(span, outcome.runs)
@@ -502,13 +508,6 @@ class ToolExecutor:
             return ToolResult(p.call.id, name, "")
         return ToolResult(p.call.id, name, to_json_text(value), value)
 
-    def _cancelled_by_signal(self, p: PreparedCall, exc: asyncio.CancelledError) -> bool:
-        """True when this cancellation came only from the run's signal (then it is absorbed)."""
-        if not p.signal.cancelled:
-            return False
-        task = asyncio.current_task()
-        return task is not None and task.uncancel() == 0
-
     def _cancelled_result(self, p: PreparedCall, span: Span) -> ToolResult:
         p.error_type = A.ERR_CANCELLED
         reason = p.signal.reason or "cancelled"
@@ -585,22 +584,3 @@ class ToolExecutor:
             p.span.record_exception(exc)
             self._mark_error(p.span, type(exc).__qualname__, f"otelhooks internal error: {exc}")
         p.span.end()
-
-
-class _Watch:
-    """While inside, ``signal.cancel()`` cancels the current task (see :class:`CancelSignal`)."""
-
-    __slots__ = ("_signal", "_task")
-
-    def __init__(self, signal: CancelSignal) -> None:
-        self._signal = signal
-        self._task: asyncio.Task[Any] | None = None
-
-    def __enter__(self) -> None:
-        self._task = asyncio.current_task()
-        if self._task is not None:
-            self._signal._watch(self._task)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._signal._unwatch(self._task)

@@ -33,7 +33,8 @@ def _label(span: ReadableSpan) -> str:
     hooks = [e.attributes for e in span.events if e.name == A.EVENT_HOOK and e.attributes]
     if hooks:
         extras.append(
-            "hooks=" + ",".join(f"{h[A.EVENT_HOOK_NAME]}:{h[A.EVENT_HOOK_DECISION]}" for h in hooks)
+            "hooks="
+            + ",".join(f"{h[A.EVENT_HOOK_NAME]!s}:{h[A.EVENT_HOOK_DECISION]!s}" for h in hooks)
         )
     suffix = f"  [{' '.join(extras)}]" if extras else ""
     return f"{span.name}  {duration:.2f} ms{suffix}"

@@ -138,7 +138,7 @@ def in_memory_tracing(*processors: SpanProcessor, redactor: Any = None) -> InMem
         provider.add_span_processor(processor)
     export: SpanProcessor = SimpleSpanProcessor(exporter)
     if redactor is not None:
-        from .builtin.redaction import RedactingSpanProcessor
+        from .builtin.span_redaction import RedactingSpanProcessor
 
         export = RedactingSpanProcessor(redactor, export)
     provider.add_span_processor(export)

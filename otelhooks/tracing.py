@@ -251,7 +251,7 @@ def setup_tracing(
         else:
             chain.append(SimpleSpanProcessor(counting))
     if redactor is not None and chain:
-        from .builtin.redaction import RedactingSpanProcessor
+        from .builtin.span_redaction import RedactingSpanProcessor
 
         chain = [RedactingSpanProcessor(redactor, *chain)]
     for processor in chain:

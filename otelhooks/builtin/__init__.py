@@ -1,0 +1,41 @@
+"""Built-in hooks: structlog events, redaction, and policies."""
+
+from typing import Any
+
+from .policy import (
+    ArgumentPattern,
+    CallLimit,
+    PathGuard,
+    ToolAllowList,
+    ToolDenyList,
+    UrlHostGuard,
+)
+from .redaction import RedactingProcessor, RedactionHook, Redactor, SecretPattern
+from .structlog_events import StructlogEvents, add_trace_context, trace_ids
+
+
+def __getattr__(name: str) -> Any:
+    # RedactingSpanProcessor needs opentelemetry-sdk: imported on first use only.
+    if name == "RedactingSpanProcessor":
+        from .span_redaction import RedactingSpanProcessor
+
+        return RedactingSpanProcessor
+    raise AttributeError(name)
+
+
+__all__ = [
+    "ArgumentPattern",
+    "CallLimit",
+    "PathGuard",
+    "RedactingProcessor",
+    "RedactingSpanProcessor",
+    "RedactionHook",
+    "Redactor",
+    "SecretPattern",
+    "StructlogEvents",
+    "ToolAllowList",
+    "ToolDenyList",
+    "UrlHostGuard",
+    "add_trace_context",
+    "trace_ids",
+]

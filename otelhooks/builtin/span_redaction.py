@@ -1,0 +1,99 @@
+"""Place 2 of the redactor: a span processor that scrubs spans before any exporter sees them.
+
+Lives apart from :mod:`otelhooks.builtin.redaction` because it needs ``opentelemetry-sdk``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
+from opentelemetry.trace import Status
+
+from .. import attributes as A
+from .redaction import Redactor
+
+
+class RedactingSpanProcessor(SpanProcessor):
+    """Scrubs each ended span, then hands it to ``downstream`` processors (e.g. a
+    ``BatchSpanProcessor``). Attributes, event attributes (exception messages and stack traces
+    included), link attributes and the status description are scrubbed; the span gets
+    ``otelhooks.redacted.paths`` listing what was redacted. Unchanged spans pass through as is.
+    """
+
+    def __init__(self, redactor: Redactor, *downstream: SpanProcessor) -> None:
+        self.redactor = redactor
+        self.downstream = downstream
+
+    def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
+        for processor in self.downstream:
+            processor.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        try:
+            scrubbed = self.scrub(span)
+        except Exception:  # never let a secret through because redaction failed: drop the span
+            return
+        for processor in self.downstream:
+            processor.on_end(scrubbed)
+
+    def scrub(self, span: ReadableSpan) -> ReadableSpan:
+        redactor = self.redactor
+        if not redactor.enabled:
+            return span
+        paths: list[str] = []
+        attributes = span.attributes or {}
+        new_attrs, attr_paths = redactor.redact(dict(attributes))
+        paths.extend(attr_paths)
+        events = list(span.events)
+        new_events: list[Event] | None = None
+        for i, event in enumerate(events):
+            scrubbed, event_paths = redactor.redact(dict(event.attributes or {}), f"events[{i}]")
+            if event_paths:
+                paths.extend(event_paths)
+                if new_events is None:
+                    new_events = list(events)
+                new_events[i] = Event(event.name, scrubbed, event.timestamp)
+        links = list(span.links)
+        new_links = None
+        for i, link in enumerate(links):
+            scrubbed, link_paths = redactor.redact(dict(link.attributes or {}), f"links[{i}]")
+            if link_paths:
+                paths.extend(link_paths)
+                if new_links is None:
+                    new_links = list(links)
+                new_links[i] = trace.Link(link.context, scrubbed)
+        status = span.status
+        if status.description:
+            description, kinds = redactor.redact_text(status.description, "status")
+            if kinds:
+                paths.append("status.description")
+                status = Status(status.status_code, description)
+        if not paths:
+            return span
+        existing = attributes.get(A.REDACTED_PATHS)
+        recorded = tuple(existing) if isinstance(existing, (list, tuple)) else ()
+        new_attrs[A.REDACTED_PATHS] = tuple(dict.fromkeys((*recorded, *paths)))
+        return ReadableSpan(
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=new_attrs,
+            events=new_events if new_events is not None else events,
+            links=new_links if new_links is not None else links,
+            kind=span.kind,
+            status=status,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope,
+        )
+
+    def shutdown(self) -> None:
+        for processor in self.downstream:
+            processor.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return all(p.force_flush(timeout_millis) for p in self.downstream)

@@ -1,0 +1,124 @@
+"""The events a run emits, in the order they happen.
+
+::
+
+    agent_start
+      turn_start
+        message_start / message_end          the user's message (and queued ones)
+        message_start                        the assistant's message
+          text_delta* tool_call*
+        message_end
+        tool_execution_start                 per call, in source order, before its before-hooks
+          tool_execution_update*             progress reported by the tool
+        tool_execution_end                   per call, as it finishes
+        tool_result                          per call, in source order
+      turn_end
+    agent_end
+
+Every event is a frozen dataclass with a ``type`` and a ``to_dict()`` for JSON output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, is_dataclass
+from typing import Any, ClassVar
+
+from .messages import AssistantMessage, Message, StopReason, ToolCall, ToolResult
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: _plain(v) for k, v in asdict(value).items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEvent:
+    type: ClassVar[str] = "event"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, **_plain(asdict(self))}
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStart(AgentEvent):
+    type: ClassVar[str] = "agent_start"
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentEnd(AgentEvent):
+    type: ClassVar[str] = "agent_end"
+    run_id: str
+    stop_reason: StopReason
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStart(AgentEvent):
+    type: ClassVar[str] = "turn_start"
+    turn_index: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd(AgentEvent):
+    type: ClassVar[str] = "turn_end"
+    turn_index: int
+    message: AssistantMessage
+    tool_results: tuple[ToolResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageStart(AgentEvent):
+    type: ClassVar[str] = "message_start"
+    role: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageEnd(AgentEvent):
+    type: ClassVar[str] = "message_end"
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta(AgentEvent):
+    type: ClassVar[str] = "text_delta"
+    delta: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequested(AgentEvent):
+    type: ClassVar[str] = "tool_call"
+    tool_call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecutionStart(AgentEvent):
+    type: ClassVar[str] = "tool_execution_start"
+    tool_call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecutionUpdate(AgentEvent):
+    type: ClassVar[str] = "tool_execution_update"
+    tool_call: ToolCall
+    update: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecutionEnd(AgentEvent):
+    type: ClassVar[str] = "tool_execution_end"
+    tool_call: ToolCall
+    result: ToolResult
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultEvent(AgentEvent):
+    type: ClassVar[str] = "tool_result"
+    result: ToolResult
