@@ -403,8 +403,9 @@ def _has_digit_run(text: str, _rx: re.Pattern[str] = re.compile(r"\d{4}")) -> bo
 class RedactionHook:
     """After-hook: redacts a tool result's content and details before the model sees them.
 
-    Register it last among after-hooks, so it sees what the others produced. It fails closed: if
-    it cannot run, the result is withheld rather than passed on unredacted. The redacted paths are
+    Register it first among after-hooks, so that the hooks after it, and whatever they print or
+    log, see redacted results. It fails closed: if it cannot run, the result is withheld rather
+    than passed on unredacted. The redacted paths are
     recorded on the current (``after``) span as ``otelhooks.redacted.paths``.
     """
 

@@ -1,0 +1,160 @@
+"""The demo: the seed chapter's cases, run through the loop, traced, with the built-in hooks on.
+
+Cases: ``allowed`` (echo of ``hi``; the after-hook rewrites it to ``checked: hi``), ``blocked``
+(the ``dangerous`` tool is blocked by a before-hook; its handler never runs), ``parallel``
+(three tool calls run concurrently), ``redaction`` (a tool returns an environment listing with a
+fake API key; the model, the log and the spans see it redacted). ``all`` runs them in turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.trace import TracerProvider
+
+from .builtin import RedactionHook, Redactor, StructlogEvents
+from .hooks import AfterToolCallContext, BeforeDecision, BeforeToolCallContext, Hooks, block
+from .loop import Agent
+from .messages import AssistantMessage, ToolCall
+from .providers import ScriptedProvider, quote_last_tool_result
+from .tools import ToolRegistry
+from .transcript import Transcript
+
+CASES = ("allowed", "blocked", "parallel", "redaction")
+BLOCK_REASON = "this tool is disabled in the demo"
+NEVER_PRINTED = "this line must never appear: the dangerous handler ran"
+FAKE_API_KEY = "sk-proj-DEMO0000fake0000key0000notreal0000"
+
+
+@dataclass(frozen=True)
+class DemoCase:
+    name: str
+    prompt: str
+    calls: tuple[ToolCall, ...]
+
+
+DEMO_CASES = {
+    "allowed": DemoCase("allowed", "Repeat after me: hi", (ToolCall("call_1", "echo", {"text": "hi"}),)),
+    "blocked": DemoCase("blocked", "Run the dangerous tool", (ToolCall("call_1", "dangerous", {}),)),
+    "parallel": DemoCase(
+        "parallel",
+        "What is the weather in Paris and Tokyo, and what time is it?",
+        (
+            ToolCall("call_1", "weather", {"city": "Paris"}),
+            ToolCall("call_2", "weather", {"city": "Tokyo"}),
+            ToolCall("call_3", "clock", {"zone": "UTC"}),
+        ),
+    ),
+    "redaction": DemoCase(
+        "redaction", "Show me the environment", (ToolCall("call_1", "environment", {}),)
+    ),
+}
+
+
+def demo_tools() -> ToolRegistry:
+    registry = ToolRegistry()
+
+    @registry.tool
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @registry.tool
+    def dangerous() -> str:
+        """Do something the demo's policy forbids."""
+        print(NEVER_PRINTED, flush=True)
+        return "done something dangerous"
+
+    @registry.tool
+    async def weather(city: str) -> str:
+        """Today's weather in a city."""
+        await asyncio.sleep(0.2)
+        return {"Paris": "light rain, 11°C", "Tokyo": "clear, 18°C"}.get(city, "unknown")
+
+    @registry.tool
+    async def clock(zone: str) -> str:
+        """The current time in a time zone."""
+        await asyncio.sleep(0.1)
+        return f"12:00 {zone}"
+
+    @registry.tool
+    def environment() -> str:
+        """List the process environment."""
+        return f"HOME=/home/demo\nOPENAI_API_KEY={FAKE_API_KEY}\nLANG=C.UTF-8"
+
+    return registry
+
+
+class SeedHooks:
+    """The seed chapter's hooks: print what they do, block ``dangerous``, check every result."""
+
+    name = "seed_hooks"
+
+    def __init__(self, transcript: Transcript) -> None:
+        self.transcript = transcript
+
+    def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeDecision | None:
+        self.transcript.note("[beforeToolCall]", hook="before", tool=ctx.tool_call.name)
+        if ctx.tool_call.name == "dangerous":
+            self.transcript.note(f"block: {ctx.tool_call.name}", decision="block")
+            return block(BLOCK_REASON)
+        self.transcript.note(f"allow: {ctx.tool_call.name}", decision="allow")
+        return None
+
+    def after_tool_call(self, ctx: AfterToolCallContext) -> str:
+        self.transcript.note("[afterToolCall]", hook="after", tool=ctx.tool_call.name)
+        self.transcript.note(f"{ctx.tool_call.name} -> {ctx.result.content}")
+        return f"checked: {ctx.result.content}"
+
+
+def demo_agent(
+    case: DemoCase,
+    transcript: Transcript,
+    *,
+    redactor: Redactor,
+    tracer_provider: TracerProvider | None,
+    logger: Any = None,
+) -> Agent:
+    hooks = Hooks()
+    hooks.add(RedactionHook(redactor))  # first: every later after-hook sees redacted results
+    hooks.add(SeedHooks(transcript))
+    hooks.add(StructlogEvents(logger, mirror_to_span=True))
+    provider = ScriptedProvider(
+        [AssistantMessage(tool_calls=case.calls), quote_last_tool_result()], model="scripted"
+    )
+    agent = Agent(
+        provider,
+        tools=demo_tools(),
+        hooks=hooks,
+        model="scripted",
+        name=f"demo-{case.name}",
+        tracer_provider=tracer_provider,
+    )
+    agent.subscribe(transcript)
+    return agent
+
+
+async def run_cases(
+    names: list[str],
+    transcript: Transcript,
+    *,
+    redactor: Redactor,
+    tracer_provider: TracerProvider | None,
+    after_case: Callable[[str], None] | None = None,
+    logger: Any = None,
+) -> dict[str, AssistantMessage]:
+    """Run the named cases one after the other; return each one's final message."""
+    finals: dict[str, AssistantMessage] = {}
+    for name in names:
+        case = DEMO_CASES[name]
+        transcript.note(f"otelhooks demo: {name}", case=name)
+        agent = demo_agent(
+            case, transcript, redactor=redactor, tracer_provider=tracer_provider, logger=logger
+        )
+        finals[name] = await agent.run(case.prompt)
+        if after_case is not None:
+            after_case(name)
+    return finals
