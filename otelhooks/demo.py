@@ -37,8 +37,12 @@ class DemoCase:
 
 
 DEMO_CASES = {
-    "allowed": DemoCase("allowed", "Repeat after me: hi", (ToolCall("call_1", "echo", {"text": "hi"}),)),
-    "blocked": DemoCase("blocked", "Run the dangerous tool", (ToolCall("call_1", "dangerous", {}),)),
+    "allowed": DemoCase(
+        "allowed", "Repeat after me: hi", (ToolCall("call_1", "echo", {"text": "hi"}),)
+    ),
+    "blocked": DemoCase(
+        "blocked", "Run the dangerous tool", (ToolCall("call_1", "dangerous", {}),)
+    ),
     "parallel": DemoCase(
         "parallel",
         "What is the weather in Paris and Tokyo, and what time is it?",

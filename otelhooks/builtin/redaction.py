@@ -38,7 +38,8 @@ Callback = Callable[[str, str], str | None]
 class SecretPattern:
     """A secret format. ``keywords``: at least one must occur in the text (matched case-sensitively,
     or against the lower-cased text when ``lower``) for the regex to run at all. ``group``: the
-    part of the match that is replaced (0 = all). ``check``: a final test of the matched text."""
+    part of the match that is replaced (0 = all). ``check``: a final test of the matched text.
+    ``prefilter``: a cheap regex that must find something before ``regex`` runs."""
 
     kind: str
     regex: re.Pattern[str]
@@ -46,6 +47,7 @@ class SecretPattern:
     lower: bool = False
     group: int = 0
     check: Callable[[str], bool] | None = None
+    prefilter: re.Pattern[str] | None = None
 
 
 def luhn_valid(text: str) -> bool:
@@ -149,6 +151,7 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
         re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])"),
         (),
         check=luhn_valid,
+        prefilter=re.compile(r"\d{4}"),
     ),
 )
 
@@ -277,27 +280,28 @@ class Redactor:
 
     def redact_text(self, text: str, path: str = "") -> tuple[str, list[str]]:
         """``text`` with secrets replaced, and the kinds found (empty when unchanged)."""
-        if not self.enabled or len(text) < _MIN_SECRET_LEN:
+        if not self.enabled:
             return text, []
         kinds: list[str] = []
-        lowered: str | None = None
-        for pattern in self._patterns:
-            if pattern.keywords:
-                if pattern.lower:
-                    if lowered is None:
-                        lowered = text.lower()
-                    haystack = lowered
-                else:
-                    haystack = text
-                if not any(k in haystack for k in pattern.keywords):
+        if len(text) >= _MIN_SECRET_LEN:
+            lowered: str | None = None
+            for pattern in self._patterns:
+                if pattern.keywords:
+                    if pattern.lower:
+                        if lowered is None:
+                            lowered = text.lower()
+                        haystack = lowered
+                    else:
+                        haystack = text
+                    if not any(k in haystack for k in pattern.keywords):
+                        continue
+                if pattern.prefilter is not None and pattern.prefilter.search(text) is None:
                     continue
-            elif pattern.kind == "credit_card" and not _has_digit_run(text):
-                continue
-            new_text = self._apply(pattern, text)
-            if new_text is not text:
-                kinds.append(pattern.kind)
-                text = new_text
-                lowered = None
+                new_text = self._apply(pattern, text)
+                if new_text is not text:
+                    kinds.append(pattern.kind)
+                    text = new_text
+                    lowered = None
         if self.callback is not None:
             replaced = self.callback(path, text)
             if replaced is not None and replaced != text:
@@ -391,10 +395,6 @@ class Redactor:
 def _has_content(value: Any) -> bool:
     """Whether a value under a sensitive key is worth redacting (not empty, None or a bool)."""
     return not (value is None or isinstance(value, bool) or (isinstance(value, str) and not value))
-
-
-def _has_digit_run(text: str, _rx: re.Pattern[str] = re.compile(r"\d{4}")) -> bool:
-    return _rx.search(text) is not None
 
 
 # -- place 1: tool results ---------------------------------------------------------------------

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: creates .venv, installs the package with its dev
+# extras, builds (or reuses) the pinned Jaeger binary, then runs ruff, mypy and pytest
+# (unit, fault-injection and Jaeger end-to-end tests) and a smoke run of the benchmarks.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k loop`.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+python="${PYTHON:-python3}"
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e '.[dev]'
+
+if jaeger="$(bash scripts/install-jaeger.sh)"; then
+  export OTELHOOKS_JAEGER_BIN="$jaeger"
+else
+  echo "scripts/test.sh: no Jaeger binary; the Jaeger tests will skip (or fail with OTELHOOKS_REQUIRE_JAEGER=1)" >&2
+fi
+
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
