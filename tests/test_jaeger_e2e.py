@@ -197,3 +197,18 @@ setup.shutdown()
 """
     env = {**os.environ, "OTEL_SERVICE_NAME": service}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
+
+
+def test_send_to_jaeger_example(jaeger: Collector) -> None:
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp_http}
+    done = subprocess.run(
+        [sys.executable, str(CONFIG_DIR.parent / "examples" / "send_to_jaeger.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "11 of 11 spans exported" in done.stdout
+    (trace,) = jaeger.wait_for_traces("otelhooks-example", 1)
+    assert "s3cret" not in json.dumps(trace)
