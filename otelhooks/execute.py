@@ -70,8 +70,11 @@ def to_json_text(value: Any) -> str:
     """JSON for anything: unknown objects by ``str``; never raises."""
     try:
         return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):  # circular structures, invalid keys
-        return str(value)
+    except (TypeError, ValueError, RecursionError):  # circular, invalid keys, too deep
+        try:
+            return str(value)
+        except Exception:
+            return f"<{type(value).__name__} that cannot be shown>"
 
 
 def _error_text(exc: BaseException) -> str:
@@ -193,11 +196,14 @@ class ToolExecutor:
         except asyncio.CancelledError as exc:
             self._end_cancelled(prepared, exc)
             raise
-        except BaseException as exc:  # a bug in the runtime itself: never leave a span open
+        except Exception as exc:  # a bug in the runtime itself: an error result, never a raise
+            self._end_with_internal_error(prepared, exc)
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: end the span, then go
             self._end_with_internal_error(prepared, exc)
             raise
-        if prepared.result is not None:
-            self._end(prepared)
+        else:
+            if prepared.result is not None:
+                self._end(prepared)
         return prepared
 
     async def finish(self, prepared: PreparedCall) -> ToolResult:
@@ -211,6 +217,8 @@ class ToolExecutor:
         except asyncio.CancelledError as exc:
             self._end_cancelled(prepared, exc)
             raise
+        except Exception as exc:
+            return self._end_with_internal_error(prepared, exc)
         except BaseException as exc:
             self._end_with_internal_error(prepared, exc)
             raise
@@ -579,8 +587,18 @@ class ToolExecutor:
             p.span.set_attribute(A.CANCELLED, True)
         p.span.end()
 
-    def _end_with_internal_error(self, p: PreparedCall, exc: BaseException) -> None:
+    def _end_with_internal_error(self, p: PreparedCall, exc: BaseException) -> ToolResult:
+        """End a call that the runtime itself failed: the span records it, the model gets an
+        error result (the exception's type only), the caller carries on."""
         if p.span.is_recording():
             p.span.record_exception(exc)
             self._mark_error(p.span, type(exc).__qualname__, f"otelhooks internal error: {exc}")
         p.span.end()
+        p.result = ToolResult(
+            p.call.id,
+            str(p.call.name),
+            f"error: the tool call failed inside otelhooks ({type(exc).__name__})",
+            None,
+            True,
+        )
+        return p.result

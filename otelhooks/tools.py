@@ -122,10 +122,35 @@ def decode_arguments(arguments: Mapping[str, Any] | str) -> Mapping[str, Any]:
             decoded = json.loads(arguments) if arguments.strip() else {}
         except json.JSONDecodeError as exc:
             raise InvalidArguments(f"arguments are not valid JSON: {exc.msg}") from None
+        except RecursionError:
+            raise InvalidArguments("arguments are nested too deeply") from None
         arguments = decoded
     if not isinstance(arguments, Mapping):
         raise InvalidArguments(f"arguments must be a JSON object, got {type(arguments).__name__}")
+    for value in arguments.values():
+        if isinstance(value, (Mapping, list, tuple)):
+            _check_depth(arguments)
+            break
     return arguments
+
+
+MAX_ARGUMENT_DEPTH = 32
+
+
+def _check_depth(arguments: Mapping[str, Any]) -> None:
+    """Reject arguments nested deeper than :data:`MAX_ARGUMENT_DEPTH` (without recursion)."""
+    stack: list[tuple[Any, int]] = [(arguments, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, Mapping):
+            children: Any = value.values()
+        elif isinstance(value, (list, tuple)):
+            children = value
+        else:
+            continue
+        if depth >= MAX_ARGUMENT_DEPTH:
+            raise InvalidArguments(f"arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)
 
 
 def _pydantic_message(exc: pydantic.ValidationError) -> str:

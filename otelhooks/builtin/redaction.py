@@ -356,8 +356,9 @@ class Redactor:
             if kinds:
                 paths.append(path or "$")
             return text
-        if depth > _MAX_DEPTH:
-            return value
+        if depth > _MAX_DEPTH and isinstance(value, (Mapping, list, tuple)):
+            paths.append(path or "$")  # too deep to inspect: never pass it on unread
+            return redacted("too_deep")
         if isinstance(value, Mapping):
             out: dict[Any, Any] | None = None
             for key, item in value.items():

@@ -1,0 +1,525 @@
+"""The cost of observability per tool call, measured against hand-written floors in the same run.
+
+    .venv/bin/python benchmarks/run.py                 # everything (Jaeger part if a binary exists)
+    .venv/bin/python benchmarks/run.py --quick         # small counts: a smoke run
+    .venv/bin/python benchmarks/run.py --only overhead,redactor
+
+Prints a table and writes benchmarks/results/latest.json. Every figure that matters is a ratio
+between two things measured side by side in this process; absolute numbers depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+from opentelemetry.trace import NoOpTracerProvider, SpanKind
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry  # noqa: E402
+from otelhooks import attributes as A  # noqa: E402
+from otelhooks.builtin import (  # noqa: E402
+    RedactingProcessor,
+    RedactionHook,
+    Redactor,
+    StructlogEvents,
+    add_trace_context,
+)
+from otelhooks.builtin.span_redaction import RedactingSpanProcessor  # noqa: E402
+
+RESULTS: dict[str, Any] = {}
+ROWS: list[tuple[str, str, str, str]] = []  # section, measurement, value, target/verdict
+
+
+def row(section: str, what: str, value: str, note: str = "") -> None:
+    ROWS.append((section, what, value, note))
+    print(f"  {what:<58} {value:>16}  {note}", flush=True)
+
+
+# -- shared fixtures ---------------------------------------------------------------------------
+
+
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+def make_registry() -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register(echo)
+    return registry
+
+
+class SinkExporter(SpanExporter):
+    """Counts spans and drops them: an exporter with no cost of its own."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.count += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+def sdk_provider(redactor: Redactor, exporter: SpanExporter | None = None) -> TracerProvider:
+    provider = TracerProvider()
+    batch = BatchSpanProcessor(exporter or InMemorySpanExporter(), max_queue_size=65536)
+    provider.add_span_processor(RedactingSpanProcessor(redactor, batch))
+    return provider
+
+
+def make_logger(redactor: Redactor) -> Any:
+    return structlog.wrap_logger(
+        structlog.ReturnLogger(),
+        processors=[
+            structlog.processors.add_log_level,
+            add_trace_context,
+            RedactingProcessor(redactor),
+            structlog.processors.JSONRenderer(),
+        ],
+    )
+
+
+def default_hooks(redactor: Redactor, logger: Any) -> Hooks:
+    """What the demo turns on: redaction of results and one structlog event per call."""
+    return Hooks([RedactionHook(redactor), StructlogEvents(logger)])
+
+
+def make_floor(provider: Any, redactor: Redactor, logger: Any) -> Callable[[ToolCall], Awaitable[str]]:
+    """The same work written by hand: 4 spans, same attributes and events, same log event, same
+    redaction pass, around a bare function call."""
+    tracer = trace.get_tracer("floor", tracer_provider=provider)
+    base = {
+        A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
+        A.GEN_AI_TOOL_NAME: "echo",
+        A.GEN_AI_TOOL_TYPE: A.TOOL_TYPE_FUNCTION,
+        A.GEN_AI_TOOL_DESCRIPTION: "Return the text unchanged.",
+    }
+
+    async def floor(call: ToolCall) -> str:
+        start = time.perf_counter()
+        span = tracer.start_span("execute_tool echo", None, SpanKind.INTERNAL, {**base, A.GEN_AI_TOOL_CALL_ID: call.id})
+        ctx = trace.set_span_in_context(span)
+        before = tracer.start_span("before", ctx)
+        before.end()
+        span.set_attribute(A.DECISION, "allow")
+        run = tracer.start_span("run", ctx)
+        token = otel_context.attach(trace.set_span_in_context(run, ctx))
+        result = echo(**call.arguments)  # type: ignore[arg-type]
+        otel_context.detach(token)
+        run.end()
+        after = tracer.start_span("after", ctx)
+        t0 = time.perf_counter()
+        result, _ = redactor.redact(result, "result")
+        after.add_event(
+            A.EVENT_HOOK,
+            {
+                A.EVENT_HOOK_NAME: "redaction",
+                A.EVENT_HOOK_DECISION: "keep",
+                A.EVENT_HOOK_DURATION_MS: round((time.perf_counter() - t0) * 1000, 3),
+            },
+        )
+        after.end()
+        span.set_attribute(A.ARGUMENTS_REWRITTEN, False)
+        span.set_attribute(A.RESULT_OVERRIDDEN, False)
+        span.set_attribute(A.RESULT_IS_ERROR, False)
+        token = otel_context.attach(ctx)
+        sc = span.get_span_context()
+        logger.info(
+            "tool_call.completed",
+            tool_name="echo",
+            call_id=call.id,
+            duration_ms=round((time.perf_counter() - start) * 1000, 3),
+            is_error=False,
+            result_size=len(result),
+            arguments_rewritten=False,
+            trace_id=format(sc.trace_id, "032x"),
+            span_id=format(sc.span_id, "016x"),
+            decision="allow",
+        )
+        otel_context.detach(token)
+        span.end()
+        return str(result)
+
+    return floor
+
+
+async def _sequential(fn: Callable[[ToolCall], Awaitable[Any]], calls: list[ToolCall]) -> float:
+    start = time.perf_counter()
+    for call in calls:
+        await fn(call)
+    return time.perf_counter() - start
+
+
+def compare(
+    sides: dict[str, Callable[[ToolCall], Awaitable[Any]]], n: int, repeats: int
+) -> dict[str, float]:
+    """Median µs per call of each side; sides alternate within each repeat."""
+    calls = [ToolCall(f"call-{i}", "echo", {"text": f"hello {i}"}) for i in range(n)]
+    samples: dict[str, list[float]] = {name: [] for name in sides}
+
+    async def main() -> None:
+        for name, fn in sides.items():  # warm up caches and the JIT-free interpreter paths
+            await _sequential(fn, calls[: min(200, n)])
+        for _ in range(repeats):
+            for name, fn in sides.items():
+                gc.collect()
+                samples[name].append(await _sequential(fn, calls) / n * 1e6)
+
+    asyncio.run(main())
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+# -- 1. overhead over the floor ----------------------------------------------------------------
+
+
+def bench_overhead(quick: bool) -> None:
+    print("\n1. Overhead over the floor (full tracing, default hooks, BatchSpanProcessor)")
+    redactor = Redactor()
+    provider = sdk_provider(redactor)
+    logger = make_logger(redactor)
+    executor = ToolExecutor(make_registry(), default_hooks(redactor, logger), tracer_provider=provider)
+    floor = make_floor(provider, redactor, logger)
+    n, repeats = (300, 3) if quick else (3000, 9)
+    result = compare({"otelhooks": executor.execute, "floor": floor}, n, repeats)
+    provider.shutdown()
+    ratio = result["otelhooks"] / result["floor"]
+    RESULTS["overhead"] = {"us_per_call": result, "ratio": ratio, "target": 1.15}
+    row("1", "floor: 4 hand-written spans + log + redaction", f"{result['floor']:.1f} µs")
+    row("1", "otelhooks: ToolExecutor with default hooks", f"{result['otelhooks']:.1f} µs")
+    row("1", "ratio otelhooks / floor", f"{ratio:.3f}×", "target ≤ 1.15×")
+
+
+# -- 2. tracing off ----------------------------------------------------------------------------
+
+
+def bench_tracing_off(quick: bool) -> None:
+    print("\n2. Tracing off (no hooks): API no-op and a non-recording sampler")
+    n, repeats = (500, 3) if quick else (5000, 9)
+    out: dict[str, Any] = {}
+    for label, provider in (
+        ("no-op API", NoOpTracerProvider()),
+        ("sampler off", TracerProvider(sampler=ALWAYS_OFF)),
+    ):
+        tracer = trace.get_tracer("floor", tracer_provider=provider)
+        executor = ToolExecutor(make_registry(), Hooks(), tracer_provider=provider)
+
+        async def bare(call: ToolCall) -> str:
+            return echo(**call.arguments)  # type: ignore[arg-type]
+
+        async def four_noop_spans(call: ToolCall, tracer: Any = tracer) -> str:
+            span = tracer.start_span("execute_tool echo")
+            ctx = trace.set_span_in_context(span)
+            for name in ("before", "run", "after"):
+                child = tracer.start_span(name, ctx)
+                if name == "run":
+                    result = echo(**call.arguments)  # type: ignore[arg-type]
+                child.end()
+            span.end()
+            return result
+
+        result = compare({"otelhooks": executor.execute, "4 spans": four_noop_spans, "bare": bare}, n, repeats)
+        ratio = result["otelhooks"] / result["4 spans"]
+        out[label] = {"us_per_call": result, "ratio_to_4_spans": ratio, "target": 1.5}
+        row("2", f"{label}: bare call", f"{result['bare']:.2f} µs")
+        row("2", f"{label}: 4 spans by hand", f"{result['4 spans']:.2f} µs")
+        row("2", f"{label}: otelhooks", f"{result['otelhooks']:.2f} µs")
+        row("2", f"{label}: ratio otelhooks / 4 spans", f"{ratio:.2f}×", "target ≤ 1.5×")
+    RESULTS["tracing_off"] = out
+
+
+# -- 3. against opentelemetry-util-genai -------------------------------------------------------
+
+
+def bench_util_genai(quick: bool) -> None:
+    print("\n3. Against opentelemetry-util-genai's tool invocation (one span, no hooks)")
+    try:
+        from opentelemetry.util.genai.handler import TelemetryHandler
+    except ImportError:
+        row("3", "opentelemetry-util-genai", "not installed", "pip install opentelemetry-util-genai")
+        RESULTS["util_genai"] = None
+        return
+    redactor = Redactor()
+    provider = sdk_provider(redactor)
+    handler = TelemetryHandler(tracer_provider=provider)
+    executor = ToolExecutor(make_registry(), Hooks(), tracer_provider=provider)
+
+    async def util_genai(call: ToolCall) -> str:
+        with handler.tool("echo", tool_type="function") as invocation:
+            invocation.tool_call_id = call.id
+            return echo(**call.arguments)  # type: ignore[arg-type]
+
+    n, repeats = (300, 3) if quick else (3000, 9)
+    result = compare({"otelhooks (4 spans)": executor.execute, "util-genai (1 span)": util_genai}, n, repeats)
+    provider.shutdown()
+    RESULTS["util_genai"] = {"us_per_call": result}
+    for name, value in result.items():
+        row("3", name, f"{value:.1f} µs")
+    row("3", "ratio", f"{result['otelhooks (4 spans)'] / result['util-genai (1 span)']:.2f}×", "the 3 phase spans")
+
+
+# -- 4. parallel throughput --------------------------------------------------------------------
+
+
+def bench_parallel(quick: bool) -> None:
+    print("\n4. Parallel throughput: concurrent async tool calls in one event loop")
+    n = 1000 if quick else 10_000
+    redactor = Redactor()
+    logger = make_logger(redactor)
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def fetch(text: str) -> str:
+        await asyncio.sleep(0)
+        return text
+
+    async def run(label: str) -> float:
+        provider = sdk_provider(redactor)
+        calls = [ToolCall(f"c{i}", "fetch", {"text": f"t{i}"}) for i in range(n)]
+        if label == "otelhooks":
+            executor = ToolExecutor(registry, default_hooks(redactor, logger), tracer_provider=provider)
+            fn: Callable[[ToolCall], Awaitable[Any]] = executor.execute
+        else:
+            floor = make_floor(provider, redactor, logger)
+
+            async def fn(call: ToolCall) -> Any:
+                await asyncio.sleep(0)
+                return await floor(call)
+
+        gc.collect()
+        start = time.perf_counter()
+        await asyncio.gather(*(fn(c) for c in calls))
+        elapsed = time.perf_counter() - start
+        provider.shutdown()
+        return n / elapsed
+
+    samples: dict[str, list[float]] = {"otelhooks": [], "floor": []}
+    for _ in range(1 if quick else 5):
+        for label in samples:
+            samples[label].append(asyncio.run(run(label)))
+    result = {k: statistics.median(v) for k, v in samples.items()}
+    ratio = result["otelhooks"] / result["floor"]
+    RESULTS["parallel"] = {"calls_per_second": result, "ratio": ratio, "n": n, "target": 0.9}
+    row("4", f"floor: {n} concurrent calls", f"{result['floor']:,.0f} calls/s")
+    row("4", f"otelhooks: {n} concurrent calls", f"{result['otelhooks']:,.0f} calls/s")
+    row("4", "ratio otelhooks / floor", f"{ratio:.3f}×", "target ≥ 0.9×")
+
+
+# -- 5. redactor -------------------------------------------------------------------------------
+
+
+def _time(fn: Callable[[], Any], min_time: float = 0.2) -> float:
+    n, elapsed = 1, 0.0
+    while elapsed < min_time:
+        n *= 2
+        start = time.perf_counter()
+        for _ in range(n):
+            fn()
+        elapsed = time.perf_counter() - start
+    return elapsed / n * 1e6
+
+
+def bench_redactor(quick: bool) -> None:
+    print("\n5. Redactor cost")
+    redactor = Redactor()
+    clean = {f"field_{i}": f"ordinary value number {i} with some words" for i in range(10)}
+    laden = dict(clean)
+    laden["field_1"] = "Authorization: Bearer abcDEF123456ghiJKLmno"
+    laden["api_key"] = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    laden["field_3"] = "postgres://app:S3cretPassw0rd@db.internal:5432/prod"
+    min_time = 0.05 if quick else 0.3
+    out: dict[str, Any] = {
+        "10_fields_clean_us": _time(lambda: redactor.redact(clean), min_time),
+        "10_fields_secrets_us": _time(lambda: redactor.redact(laden), min_time),
+    }
+    row("5", "10 fields, clean", f"{out['10_fields_clean_us']:.1f} µs")
+    row("5", "10 fields, 3 secrets", f"{out['10_fields_secrets_us']:.1f} µs")
+    line = "2024-05-01 12:00:00 INFO request handled path=/api/items status=200 bytes=5120\n"
+    sizes = [1_000, 10_000, 100_000] + ([] if quick else [1_000_000])
+    scaling = {}
+    for size in sizes:
+        text = (line * (size // len(line) + 1))[:size]
+        scaling[size] = _time(lambda text=text: redactor.redact_text(text), min_time)
+        row("5", f"{size // 1000} KB tool result, clean", f"{scaling[size]:.0f} µs", f"{scaling[size] / (size / 1000):.2f} µs/KB")
+    secret_100k = (line * 1300)[:99_000] + " key sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789 "
+    out["100kb_with_secret_us"] = _time(lambda: redactor.redact_text(secret_100k), min_time)
+    row("5", "100 KB tool result with a secret", f"{out['100kb_with_secret_us']:.0f} µs")
+    out["scaling_us"] = {str(k): v for k, v in scaling.items()}
+    per_kb = [v / (k / 1000) for k, v in scaling.items()]
+    out["per_kb_spread"] = max(per_kb) / min(per_kb)
+    row("5", "µs/KB, largest over smallest", f"{out['per_kb_spread']:.2f}×", "linear ≈ 1×")
+    RESULTS["redactor"] = out
+
+
+# -- 6. memory ---------------------------------------------------------------------------------
+
+_MEMORY_CHILD = r"""
+import asyncio, json, resource, sys
+sys.path.insert(0, sys.argv[1])
+from benchmarks.run import SinkExporter, default_hooks, make_logger, make_registry
+from otelhooks import ToolCall, ToolExecutor
+from otelhooks.builtin import Redactor
+from otelhooks.tracing import setup_tracing
+mode, n = sys.argv[2], int(sys.argv[3])
+redactor = Redactor()
+if mode == "sink":
+    setup = setup_tracing(SinkExporter(), redactor=redactor)
+else:
+    setup = setup_tracing("otlp", otlp_endpoint="http://127.0.0.1:9", export_timeout=0.5, redactor=redactor)
+executor = ToolExecutor(make_registry(), default_hooks(redactor, make_logger(redactor)), tracer_provider=setup.provider)
+marks = {}
+async def main():
+    for i in range(n):
+        await executor.execute(ToolCall(f"c{i}", "echo", {"text": "x" * 64}))
+        if (i + 1) in (n // 10, n):
+            marks[i + 1] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+asyncio.run(main())
+stats = setup.shutdown()
+print(json.dumps({"rss_mib": marks, "ended": stats.ended, "exported": stats.exported,
+                  "failed": stats.failed, "dropped": stats.dropped}))
+"""
+
+
+def bench_memory(quick: bool) -> None:
+    print("\n6. Memory: peak RSS while making tool calls (separate processes)")
+    n = 10_000 if quick else 100_000
+    out = {}
+    for mode in ("sink", "dead-otlp"):
+        done = subprocess.run(
+            [sys.executable, "-c", _MEMORY_CHILD, str(ROOT), mode, str(n)],
+            capture_output=True, text=True, timeout=900, check=True,
+        )
+        data = json.loads(done.stdout.strip().splitlines()[-1])
+        out[mode] = data
+        first, last = (data["rss_mib"][k] for k in sorted(data["rss_mib"], key=int))
+        row("6", f"{mode}: peak RSS after {n // 10:,} / {n:,} calls", f"{first} / {last} MiB",
+            f"exported {data['exported']:,}, failed {data['failed']:,}, dropped {data['dropped']:,}")
+    RESULTS["memory"] = out
+
+
+# -- 7. export to Jaeger -----------------------------------------------------------------------
+
+_EXPORT_CHILD = r"""
+import asyncio, json, sys
+sys.path.insert(0, sys.argv[1])
+from benchmarks.run import make_registry
+from otelhooks import Hooks, ToolCall, ToolExecutor
+from otelhooks.tracing import RECOMMENDED_BATCH, setup_tracing
+endpoint, mode, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
+options = RECOMMENDED_BATCH if mode == "recommended" else None
+setup = setup_tracing("otlp", otlp_endpoint=endpoint, otlp_protocol="grpc", batch_options=options,
+                      export_timeout=10)
+executor = ToolExecutor(make_registry(), Hooks(), tracer_provider=setup.provider)
+async def main():
+    for i in range(n):
+        await executor.execute(ToolCall(f"c{i}", "echo", {"text": "x"}))
+asyncio.run(main())
+stats = setup.shutdown()
+print(json.dumps({"ended": stats.ended, "exported": stats.exported, "failed": stats.failed,
+                  "dropped": stats.dropped}))
+"""
+
+
+def bench_jaeger(quick: bool) -> None:
+    print("\n7. Export to a real Jaeger over OTLP/gRPC without loss")
+    sys.path.insert(0, str(ROOT))
+    from tests.jaeger_support import jaeger_binary, run_collector
+
+    binary = jaeger_binary()
+    if binary is None:
+        row("7", "Jaeger", "no binary", "run scripts/install-jaeger.sh")
+        RESULTS["jaeger"] = None
+        return
+    import tempfile
+
+    n = 2_500 if quick else 25_000
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for mode in ("recommended", "sdk-defaults"):
+            extra = {"JAEGER_MAX_TRACES": "200000", "JAEGER_LOG_LEVEL": "warn"}
+            with run_collector(binary, ROOT / "collector-config" / "jaeger.yaml", Path(tmp), extra) as jaeger:
+                done = subprocess.run(
+                    [sys.executable, "-c", _EXPORT_CHILD, str(ROOT), jaeger.otlp_grpc, mode, str(n)],
+                    capture_output=True, text=True, timeout=900, check=True,
+                )
+                stats = json.loads(done.stdout.strip().splitlines()[-1])
+                time.sleep(1)
+                accepted = jaeger.metric("otelcol_receiver_accepted_spans_total")
+                refused = jaeger.metric("otelcol_receiver_refused_spans_total")
+            stats.update({"jaeger_accepted": accepted, "jaeger_refused": refused, "calls": n})
+            out[mode] = stats
+            lost = stats["ended"] - int(accepted)
+            row("7", f"{mode}: {n:,} calls, spans created / accepted by Jaeger",
+                f"{stats['ended']:,} / {int(accepted):,}", f"lost {lost:,} (SDK counted {stats['dropped']:,} dropped)")
+    RESULTS["jaeger"] = out
+
+
+SECTIONS: dict[str, Callable[[bool], None]] = {
+    "overhead": bench_overhead,
+    "tracing_off": bench_tracing_off,
+    "util_genai": bench_util_genai,
+    "parallel": bench_parallel,
+    "redactor": bench_redactor,
+    "memory": bench_memory,
+    "jaeger": bench_jaeger,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="small counts, for a smoke run")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "latest.json"))
+    args = parser.parse_args(argv)
+    chosen = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(chosen) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
+    machine = {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+    }
+    print(f"otelhooks benchmarks on {machine['platform']}, {machine['cpus']} CPUs, Python {machine['python']}")
+    started = time.perf_counter()
+    for name in chosen:
+        SECTIONS[name](args.quick)
+    RESULTS["machine"] = machine
+    RESULTS["quick"] = args.quick
+    RESULTS["seconds"] = round(time.perf_counter() - started, 1)
+    RESULTS["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(RESULTS, indent=2, default=str))
+    print(f"\nwrote {out} in {RESULTS['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
