@@ -131,11 +131,16 @@ class Collector:
 
 @contextmanager
 def run_collector(
-    binary: Path, config: Path, tmp_path: Path, extra_env: dict[str, str] | None = None
+    binary: Path,
+    config: Path,
+    tmp_path: Path,
+    extra_env: dict[str, str] | None = None,
+    ports: dict[str, int] | None = None,
 ) -> Iterator[Collector]:
-    """Start ``binary --config config`` on free ports; stop it (and never leave it running)."""
+    """Start ``binary --config config`` on free ports (or ``ports``); stop it, never leaving it
+    running. ``collector.process`` may be killed by the test itself."""
     names = ["otlp_grpc", "otlp_http", "query", "query_grpc", "health", "metrics"]
-    ports = dict(zip(names, free_ports(len(names)), strict=True))
+    ports = ports or dict(zip(names, free_ports(len(names)), strict=True))
     env = {
         **os.environ,
         "OTLP_GRPC_PORT": str(ports["otlp_grpc"]),

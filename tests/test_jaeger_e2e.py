@@ -212,3 +212,50 @@ def test_send_to_jaeger_example(jaeger: Collector) -> None:
     assert "11 of 11 spans exported" in done.stdout
     (trace,) = jaeger.wait_for_traces("otelhooks-example", 1)
     assert "s3cret" not in json.dumps(trace)
+
+
+@pytest.mark.slow
+def test_jaeger_killed_mid_run_and_restarted(tmp_path: Path) -> None:
+    """The agent's results do not change, shutdown is bounded, every span is accounted for."""
+    import asyncio
+    import signal as signals
+
+    from otelhooks.tracing import setup_tracing
+
+    from .test_faults import _scripted_results
+
+    binary = require_jaeger()
+    baseline = asyncio.run(_scripted_results(None))
+    config = CONFIG_DIR / "jaeger.yaml"
+    with run_collector(binary, config, tmp_path) as first:
+        ports = first.ports
+        setup = setup_tracing(
+            "otlp",
+            otlp_endpoint=first.otlp_grpc,
+            otlp_protocol="grpc",
+            export_timeout=1,
+            batch_options={"schedule_delay_millis": 50},
+        )
+        for _ in range(3):
+            assert asyncio.run(_scripted_results(setup.provider)) == baseline
+        setup.force_flush()
+        os.killpg(first.process.pid, signals.SIGKILL)
+        first.process.wait(10)
+        for _ in range(3):  # Jaeger is gone: the agent does not notice
+            assert asyncio.run(_scripted_results(setup.provider)) == baseline
+        setup.force_flush()
+    with run_collector(binary, config, tmp_path, ports=ports) as second:
+        for _ in range(3):
+            assert asyncio.run(_scripted_results(setup.provider)) == baseline
+        started = time.monotonic()
+        stats = setup.shutdown()
+        assert time.monotonic() - started < 5
+        second.wait_for_traces("otelhooks", 3)
+        accepted_after_restart = second.metric("otelcol_receiver_accepted_spans_total")
+    assert stats.ended == 9 * 18
+    assert stats.exported + stats.failed + stats.dropped == stats.ended
+    assert stats.exported >= 6 * 18  # before the kill and after the restart
+    assert (
+        stats.failed + stats.dropped >= 18
+    )  # what was sent while it was down: counted, not silent
+    assert accepted_after_restart >= 3 * 18
