@@ -17,6 +17,7 @@ The span tree of one call::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import os
@@ -51,6 +52,7 @@ from .version import __version__
 UpdateCallback = Callable[[ToolCall, Any], None]
 
 _EMPTY_CONTEXT = AgentContext()
+_NOT_WATCHED = contextlib.nullcontext()
 _MAX_NAME_ATTR = 256
 
 
@@ -97,6 +99,7 @@ class PreparedCall:
     signal: CancelSignal
     on_update: UpdateCallback | None
     tool: Tool | None = None
+    watched: bool = False  # a caller's signal: it may cancel this call's task
     args: Mapping[str, Any] = field(default_factory=dict)
     rewritten: bool = False
     deciding_hook: str | None = None
@@ -189,9 +192,10 @@ class ToolExecutor:
             signal=signal or CancelSignal(),
             on_update=on_update,
             tool=tool,
+            watched=signal is not None,
         )
         try:
-            with prepared.signal.watching():
+            with prepared.signal.watching() if prepared.watched else _NOT_WATCHED:
                 await self._before(prepared)
         except asyncio.CancelledError as exc:
             self._end_cancelled(prepared, exc)
@@ -211,7 +215,7 @@ class ToolExecutor:
         if prepared.result is not None:
             return prepared.result
         try:
-            with prepared.signal.watching():
+            with prepared.signal.watching() if prepared.watched else _NOT_WATCHED:
                 result = await self._run(prepared)
                 result = await self._after(prepared, result)
         except asyncio.CancelledError as exc:
@@ -264,7 +268,6 @@ class ToolExecutor:
 
     async def _before(self, p: PreparedCall) -> None:
         span = self.tracer.start_span(A.SPAN_BEFORE, p.span_context)
-        token = otel_context.attach(trace.set_span_in_context(span, p.span_context))
         try:
             if p.tool is None:
                 exc = ToolNotFound(self._unknown_tool_message(p.call))
@@ -278,6 +281,7 @@ class ToolExecutor:
                 self._fail_before(p, span, A.ERR_INVALID_ARGUMENTS, exc)
                 return
             if p.hooks.before:
+                token = otel_context.attach(trace.set_span_in_context(span, p.span_context))
                 ctx = BeforeToolCallContext(
                     p.call,
                     readonly_args(args),
@@ -293,6 +297,8 @@ class ToolExecutor:
                         self._cancelled_result(p, span)
                         return
                     raise
+                finally:
+                    otel_context.detach(token)
                 self._record_runs(span, outcome.runs)
                 args = outcome.args
                 self._decide(p, span, outcome)
@@ -304,7 +310,6 @@ class ToolExecutor:
             if p.signal.cancelled and p.result is None:
                 self._cancelled_result(p, span)
         finally:
-            otel_context.detach(token)
             span.end()
 
     def _decide(self, p: PreparedCall, span: Span, outcome: BeforeOutcome) -> None:
@@ -342,17 +347,11 @@ class ToolExecutor:
         on_progress = self._progress_callback(p, span) if tool._context_param else None
         try:
             try:
-                async with asyncio.timeout(timeout):
-                    value = await self.registry.run(
-                        tool,
-                        p.args,
-                        tool_call_id=p.call.id,
-                        signal=p.signal,
-                        on_progress=on_progress,
-                        in_thread=tool.blocking or (timeout is not None and not tool.is_async),
-                    )
-                    if inspect.isgenerator(value) or inspect.isasyncgen(value):
-                        value = await self._drain(value, p, span)
+                if timeout is None:
+                    value = await self._invoke(p, tool, span, on_progress, False)
+                else:
+                    async with asyncio.timeout(timeout):
+                        value = await self._invoke(p, tool, span, on_progress, not tool.is_async)
                 return self._to_result(p, value)
             except TimeoutError:
                 p.error_type = A.ERR_TOOL_TIMEOUT
@@ -374,6 +373,26 @@ class ToolExecutor:
         finally:
             otel_context.detach(token)
             span.end()
+
+    async def _invoke(
+        self,
+        p: PreparedCall,
+        tool: Tool,
+        span: Span,
+        on_progress: Callable[[Any], None] | None,
+        in_thread: bool,
+    ) -> Any:
+        value = await self.registry.run(
+            tool,
+            p.args,
+            tool_call_id=p.call.id,
+            signal=p.signal,
+            on_progress=on_progress,
+            in_thread=in_thread or tool.blocking,
+        )
+        if inspect.isgenerator(value) or inspect.isasyncgen(value):
+            value = await self._drain(value, p, span)
+        return value
 
     async def _after(self, p: PreparedCall, result: ToolResult) -> ToolResult:
         if not p.hooks.after:

@@ -91,10 +91,10 @@ class Tool:
         args = decode_arguments(arguments)
         if self._model is not None:
             try:
-                model = self._model.model_validate(args)
+                model = self._model.__pydantic_validator__.validate_python(args)
             except pydantic.ValidationError as exc:
                 raise InvalidArguments(_pydantic_message(exc)) from None
-            return {name: getattr(model, name) for name in type(model).model_fields}
+            return model.__dict__  # type: ignore[no-any-return]  # a fresh dict of field values
         if self._validator is not None:
             errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.path))
             if errors:
