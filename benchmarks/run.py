@@ -110,7 +110,9 @@ def default_hooks(redactor: Redactor, logger: Any) -> Hooks:
     return Hooks([RedactionHook(redactor), StructlogEvents(logger)])
 
 
-def make_floor(provider: Any, redactor: Redactor, logger: Any) -> Callable[[ToolCall], Awaitable[str]]:
+def make_floor(
+    provider: Any, redactor: Redactor, logger: Any
+) -> Callable[[ToolCall], Awaitable[str]]:
     """The same work written by hand: 4 spans, same attributes and events, same log event, same
     redaction pass, around a bare function call."""
     tracer = trace.get_tracer("floor", tracer_provider=provider)
@@ -123,7 +125,9 @@ def make_floor(provider: Any, redactor: Redactor, logger: Any) -> Callable[[Tool
 
     async def floor(call: ToolCall) -> str:
         start = time.perf_counter()
-        span = tracer.start_span("execute_tool echo", None, SpanKind.INTERNAL, {**base, A.GEN_AI_TOOL_CALL_ID: call.id})
+        span = tracer.start_span(
+            "execute_tool echo", None, SpanKind.INTERNAL, {**base, A.GEN_AI_TOOL_CALL_ID: call.id}
+        )
         ctx = trace.set_span_in_context(span)
         before = tracer.start_span("before", ctx)
         before.end()
@@ -184,7 +188,7 @@ def compare(
     samples: dict[str, list[float]] = {name: [] for name in sides}
 
     async def main() -> None:
-        for name, fn in sides.items():  # warm up caches and the JIT-free interpreter paths
+        for fn in sides.values():  # warm up caches
             await _sequential(fn, calls[: min(200, n)])
         for _ in range(repeats):
             for name, fn in sides.items():
@@ -203,7 +207,9 @@ def bench_overhead(quick: bool) -> None:
     redactor = Redactor()
     provider = sdk_provider(redactor)
     logger = make_logger(redactor)
-    executor = ToolExecutor(make_registry(), default_hooks(redactor, logger), tracer_provider=provider)
+    executor = ToolExecutor(
+        make_registry(), default_hooks(redactor, logger), tracer_provider=provider
+    )
     floor = make_floor(provider, redactor, logger)
     n, repeats = (300, 3) if quick else (3000, 9)
     result = compare({"otelhooks": executor.execute, "floor": floor}, n, repeats)
@@ -243,7 +249,9 @@ def bench_tracing_off(quick: bool) -> None:
             span.end()
             return result
 
-        result = compare({"otelhooks": executor.execute, "4 spans": four_noop_spans, "bare": bare}, n, repeats)
+        result = compare(
+            {"otelhooks": executor.execute, "4 spans": four_noop_spans, "bare": bare}, n, repeats
+        )
         ratio = result["otelhooks"] / result["4 spans"]
         out[label] = {"us_per_call": result, "ratio_to_4_spans": ratio, "target": 1.5}
         row("2", f"{label}: bare call", f"{result['bare']:.2f} µs")
@@ -261,7 +269,9 @@ def bench_util_genai(quick: bool) -> None:
     try:
         from opentelemetry.util.genai.handler import TelemetryHandler
     except ImportError:
-        row("3", "opentelemetry-util-genai", "not installed", "pip install opentelemetry-util-genai")
+        row(
+            "3", "opentelemetry-util-genai", "not installed", "pip install opentelemetry-util-genai"
+        )
         RESULTS["util_genai"] = None
         return
     redactor = Redactor()
@@ -275,12 +285,19 @@ def bench_util_genai(quick: bool) -> None:
             return echo(**call.arguments)  # type: ignore[arg-type]
 
     n, repeats = (300, 3) if quick else (3000, 9)
-    result = compare({"otelhooks (4 spans)": executor.execute, "util-genai (1 span)": util_genai}, n, repeats)
+    result = compare(
+        {"otelhooks (4 spans)": executor.execute, "util-genai (1 span)": util_genai}, n, repeats
+    )
     provider.shutdown()
     RESULTS["util_genai"] = {"us_per_call": result}
     for name, value in result.items():
         row("3", name, f"{value:.1f} µs")
-    row("3", "ratio", f"{result['otelhooks (4 spans)'] / result['util-genai (1 span)']:.2f}×", "the 3 phase spans")
+    row(
+        "3",
+        "ratio",
+        f"{result['otelhooks (4 spans)'] / result['util-genai (1 span)']:.2f}×",
+        "the 3 phase spans",
+    )
 
 
 # -- 4. parallel throughput --------------------------------------------------------------------
@@ -302,7 +319,9 @@ def bench_parallel(quick: bool) -> None:
         provider = sdk_provider(redactor)
         calls = [ToolCall(f"c{i}", "fetch", {"text": f"t{i}"}) for i in range(n)]
         if label == "otelhooks":
-            executor = ToolExecutor(registry, default_hooks(redactor, logger), tracer_provider=provider)
+            executor = ToolExecutor(
+                registry, default_hooks(redactor, logger), tracer_provider=provider
+            )
             fn: Callable[[ToolCall], Awaitable[Any]] = executor.execute
         else:
             floor = make_floor(provider, redactor, logger)
@@ -365,7 +384,12 @@ def bench_redactor(quick: bool) -> None:
     for size in sizes:
         text = (line * (size // len(line) + 1))[:size]
         scaling[size] = _time(lambda text=text: redactor.redact_text(text), min_time)
-        row("5", f"{size // 1000} KB tool result, clean", f"{scaling[size]:.0f} µs", f"{scaling[size] / (size / 1000):.2f} µs/KB")
+        row(
+            "5",
+            f"{size // 1000} KB tool result, clean",
+            f"{scaling[size]:.0f} µs",
+            f"{scaling[size] / (size / 1000):.2f} µs/KB",
+        )
     secret_100k = (line * 1300)[:99_000] + " key sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789 "
     out["100kb_with_secret_us"] = _time(lambda: redactor.redact_text(secret_100k), min_time)
     row("5", "100 KB tool result with a secret", f"{out['100kb_with_secret_us']:.0f} µs")
@@ -378,32 +402,6 @@ def bench_redactor(quick: bool) -> None:
 
 # -- 6. memory ---------------------------------------------------------------------------------
 
-_MEMORY_CHILD = r"""
-import asyncio, json, resource, sys
-sys.path.insert(0, sys.argv[1])
-from benchmarks.run import SinkExporter, default_hooks, make_logger, make_registry
-from otelhooks import ToolCall, ToolExecutor
-from otelhooks.builtin import Redactor
-from otelhooks.tracing import setup_tracing
-mode, n = sys.argv[2], int(sys.argv[3])
-redactor = Redactor()
-if mode == "sink":
-    setup = setup_tracing(SinkExporter(), redactor=redactor)
-else:
-    setup = setup_tracing("otlp", otlp_endpoint="http://127.0.0.1:9", export_timeout=0.5, redactor=redactor)
-executor = ToolExecutor(make_registry(), default_hooks(redactor, make_logger(redactor)), tracer_provider=setup.provider)
-marks = {}
-async def main():
-    for i in range(n):
-        await executor.execute(ToolCall(f"c{i}", "echo", {"text": "x" * 64}))
-        if (i + 1) in (n // 10, n):
-            marks[i + 1] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
-asyncio.run(main())
-stats = setup.shutdown()
-print(json.dumps({"rss_mib": marks, "ended": stats.ended, "exported": stats.exported,
-                  "failed": stats.failed, "dropped": stats.dropped}))
-"""
-
 
 def bench_memory(quick: bool) -> None:
     print("\n6. Memory: peak RSS while making tool calls (separate processes)")
@@ -411,38 +409,27 @@ def bench_memory(quick: bool) -> None:
     out = {}
     for mode in ("sink", "dead-otlp"):
         done = subprocess.run(
-            [sys.executable, "-c", _MEMORY_CHILD, str(ROOT), mode, str(n)],
-            capture_output=True, text=True, timeout=900, check=True,
+            [sys.executable, "-m", "benchmarks.memory_child", mode, str(n)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=True,
         )
         data = json.loads(done.stdout.strip().splitlines()[-1])
         out[mode] = data
         first, last = (data["rss_mib"][k] for k in sorted(data["rss_mib"], key=int))
-        row("6", f"{mode}: peak RSS after {n // 10:,} / {n:,} calls", f"{first} / {last} MiB",
-            f"exported {data['exported']:,}, failed {data['failed']:,}, dropped {data['dropped']:,}")
+        row(
+            "6",
+            f"{mode}: peak RSS after {n // 10:,} / {n:,} calls",
+            f"{first} / {last} MiB",
+            f"exported {data['exported']:,}, failed {data['failed']:,}, "
+            f"dropped {data['dropped']:,}",
+        )
     RESULTS["memory"] = out
 
 
 # -- 7. export to Jaeger -----------------------------------------------------------------------
-
-_EXPORT_CHILD = r"""
-import asyncio, json, sys
-sys.path.insert(0, sys.argv[1])
-from benchmarks.run import make_registry
-from otelhooks import Hooks, ToolCall, ToolExecutor
-from otelhooks.tracing import RECOMMENDED_BATCH, setup_tracing
-endpoint, mode, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
-options = RECOMMENDED_BATCH if mode == "recommended" else None
-setup = setup_tracing("otlp", otlp_endpoint=endpoint, otlp_protocol="grpc", batch_options=options,
-                      export_timeout=10)
-executor = ToolExecutor(make_registry(), Hooks(), tracer_provider=setup.provider)
-async def main():
-    for i in range(n):
-        await executor.execute(ToolCall(f"c{i}", "echo", {"text": "x"}))
-asyncio.run(main())
-stats = setup.shutdown()
-print(json.dumps({"ended": stats.ended, "exported": stats.exported, "failed": stats.failed,
-                  "dropped": stats.dropped}))
-"""
 
 
 def bench_jaeger(quick: bool) -> None:
@@ -462,10 +449,22 @@ def bench_jaeger(quick: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for mode in ("recommended", "sdk-defaults"):
             extra = {"JAEGER_MAX_TRACES": "200000", "JAEGER_LOG_LEVEL": "warn"}
-            with run_collector(binary, ROOT / "collector-config" / "jaeger.yaml", Path(tmp), extra) as jaeger:
+            with run_collector(
+                binary, ROOT / "collector-config" / "jaeger.yaml", Path(tmp), extra
+            ) as jaeger:
                 done = subprocess.run(
-                    [sys.executable, "-c", _EXPORT_CHILD, str(ROOT), jaeger.otlp_grpc, mode, str(n)],
-                    capture_output=True, text=True, timeout=900, check=True,
+                    [
+                        sys.executable,
+                        "-m",
+                        "benchmarks.export_child",
+                        jaeger.otlp_grpc,
+                        mode,
+                        str(n),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=900,
+                    check=True,
                 )
                 stats = json.loads(done.stdout.strip().splitlines()[-1])
                 time.sleep(1)
@@ -474,8 +473,12 @@ def bench_jaeger(quick: bool) -> None:
             stats.update({"jaeger_accepted": accepted, "jaeger_refused": refused, "calls": n})
             out[mode] = stats
             lost = stats["ended"] - int(accepted)
-            row("7", f"{mode}: {n:,} calls, spans created / accepted by Jaeger",
-                f"{stats['ended']:,} / {int(accepted):,}", f"lost {lost:,} (SDK counted {stats['dropped']:,} dropped)")
+            row(
+                "7",
+                f"{mode}: {n:,} calls, spans created / accepted by Jaeger",
+                f"{stats['ended']:,} / {int(accepted):,}",
+                f"lost {lost:,} (SDK counted {stats['dropped']:,} dropped)",
+            )
     RESULTS["jaeger"] = out
 
 
@@ -491,7 +494,9 @@ SECTIONS: dict[str, Callable[[bool], None]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="small counts, for a smoke run")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "latest.json"))
@@ -506,7 +511,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "processor": platform.processor() or platform.machine(),
     }
-    print(f"otelhooks benchmarks on {machine['platform']}, {machine['cpus']} CPUs, Python {machine['python']}")
+    print(
+        f"otelhooks benchmarks on {machine['platform']}, {machine['cpus']} CPUs, "
+        f"Python {machine['python']}"
+    )
     started = time.perf_counter()
     for name in chosen:
         SECTIONS[name](args.quick)

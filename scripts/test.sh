@@ -17,7 +17,7 @@ else
   echo "scripts/test.sh: no Jaeger binary; the Jaeger tests will skip (or fail with OTELHOOKS_REQUIRE_JAEGER=1)" >&2
 fi
 
-.venv/bin/ruff check .
-.venv/bin/ruff format --check .
+.venv/bin/ruff check otelhooks tests examples benchmarks
+.venv/bin/ruff format --check otelhooks tests examples benchmarks
 .venv/bin/mypy
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -31,7 +31,7 @@ from otelhooks import (
     make_tool,
 )
 from otelhooks import attributes as A
-from otelhooks.builtin import CallLimit, RedactionHook, Redactor, ToolAllowList
+from otelhooks.builtin import CallLimit, RedactionHook, Redactor
 from otelhooks.loop import Agent
 from otelhooks.providers import ProviderRequest, ScriptedProvider, StreamEvent, TextChunk
 from otelhooks.testing import InMemoryTracing, in_memory_tracing
@@ -283,7 +283,8 @@ async def test_malformed_provider_output(
     results = [m for m in agent.messages if isinstance(m, ToolResult)]
     assert [r.content for r in results] == [
         "no id",
-        "error: invalid arguments for tool 'echo': arguments are not valid JSON: Expecting property name enclosed in double quotes",
+        "error: invalid arguments for tool 'echo': arguments are not valid JSON: "
+        "Expecting property name enclosed in double quotes",
         "error: invalid arguments for tool 'echo': arguments must be a JSON object, got list",
         "error: unknown tool '42'; available tools: echo",
     ]
@@ -564,7 +565,7 @@ def test_endpoint_down_from_the_start() -> None:
 
 
 class _SlowHandler(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         time.sleep(3)
         self.send_response(200)
         self.end_headers()

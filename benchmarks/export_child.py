@@ -1,0 +1,46 @@
+"""Benchmark 7, in its own process: N tool calls exported over OTLP/gRPC.
+
+python -m benchmarks.export_child ENDPOINT recommended|sdk-defaults N
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from benchmarks.run import make_registry
+from otelhooks import Hooks, ToolCall, ToolExecutor
+from otelhooks.tracing import RECOMMENDED_BATCH, setup_tracing
+
+
+def main(endpoint: str, mode: str, n: int) -> None:
+    setup = setup_tracing(
+        "otlp",
+        otlp_endpoint=endpoint,
+        otlp_protocol="grpc",
+        batch_options=RECOMMENDED_BATCH if mode == "recommended" else None,
+        export_timeout=10,
+    )
+    executor = ToolExecutor(make_registry(), Hooks(), tracer_provider=setup.provider)
+
+    async def calls() -> None:
+        for i in range(n):
+            await executor.execute(ToolCall(f"c{i}", "echo", {"text": "x"}))
+
+    asyncio.run(calls())
+    stats = setup.shutdown()
+    print(
+        json.dumps(
+            {
+                "ended": stats.ended,
+                "exported": stats.exported,
+                "failed": stats.failed,
+                "dropped": stats.dropped,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
