@@ -106,6 +106,7 @@ class PreparedCall:
     result: ToolResult | None = None
     decision: str | None = None
     block_reason: str | None = None
+    overridden: bool | None = None  # set when after-hooks ran
     error_type: str | None = None
 
 
@@ -259,15 +260,13 @@ class ToolExecutor:
             decision=A.DECISION_SKIP,
             result=ToolResult(call.id, str(call.name), reason, None, True),
         )
-        if span.is_recording():
-            span.set_attribute(A.DECISION, A.DECISION_SKIP)
         self._end(prepared)
         return prepared.result  # type: ignore[return-value]
 
     # -- phases -------------------------------------------------------------------------------
 
     async def _before(self, p: PreparedCall) -> None:
-        span = self.tracer.start_span(A.SPAN_BEFORE, p.span_context)
+        span = self._phase_span(p, A.SPAN_BEFORE)
         try:
             if p.tool is None:
                 exc = ToolNotFound(self._unknown_tool_message(p.call))
@@ -281,7 +280,7 @@ class ToolExecutor:
                 self._fail_before(p, span, A.ERR_INVALID_ARGUMENTS, exc)
                 return
             if p.hooks.before:
-                token = otel_context.attach(trace.set_span_in_context(span, p.span_context))
+                token = otel_context.attach(self._phase_context(p, span))
                 ctx = BeforeToolCallContext(
                     p.call,
                     readonly_args(args),
@@ -304,8 +303,6 @@ class ToolExecutor:
                 self._decide(p, span, outcome)
             else:
                 p.decision = A.DECISION_ALLOW
-                if span.is_recording():
-                    p.span.set_attribute(A.DECISION, A.DECISION_ALLOW)
             p.args = args
             if p.signal.cancelled and p.result is None:
                 self._cancelled_result(p, span)
@@ -314,23 +311,15 @@ class ToolExecutor:
 
     def _decide(self, p: PreparedCall, span: Span, outcome: BeforeOutcome) -> None:
         p.rewritten, p.deciding_hook = outcome.rewritten, outcome.deciding_hook
-        recording = p.span.is_recording()
         if outcome.blocked:
             p.decision, p.block_reason = A.DECISION_BLOCK, outcome.reason
             p.result = ToolResult(p.call.id, p.call.name, f"blocked: {outcome.reason}", None, True)
             if outcome.failure is not None:
                 p.error_type = outcome.failure.error_type
-                if recording:
+                if span.is_recording():
                     self._mark_error(span, outcome.failure.error_type, str(outcome.failure))
         else:
             p.decision = A.DECISION_ALLOW
-        if recording:
-            p.span.set_attribute(A.DECISION, p.decision)
-            p.span.set_attribute(A.ARGUMENTS_REWRITTEN, outcome.rewritten)
-            if outcome.deciding_hook is not None:
-                p.span.set_attribute(A.DECISION_HOOK, outcome.deciding_hook)
-            if outcome.blocked:
-                p.span.set_attribute(A.BLOCK_REASON, outcome.reason)
 
     def _fail_before(self, p: PreparedCall, span: Span, error_type: str, exc: Exception) -> None:
         p.error_type = error_type
@@ -341,8 +330,8 @@ class ToolExecutor:
     async def _run(self, p: PreparedCall) -> ToolResult:
         tool = p.tool
         assert tool is not None
-        span = self.tracer.start_span(A.SPAN_RUN, p.span_context)
-        token = otel_context.attach(trace.set_span_in_context(span, p.span_context))
+        span = self._phase_span(p, A.SPAN_RUN)
+        token = otel_context.attach(self._phase_context(p, span))
         timeout = tool.timeout if tool.timeout is not None else self.tool_timeout
         on_progress = self._progress_callback(p, span) if tool._context_param else None
         try:
@@ -390,7 +379,7 @@ class ToolExecutor:
             on_progress=on_progress,
             in_thread=in_thread or tool.blocking,
         )
-        if inspect.isgenerator(value) or inspect.isasyncgen(value):
+        if type(value) is not str and (inspect.isgenerator(value) or inspect.isasyncgen(value)):
             value = await self._drain(value, p, span)
         return value
 
@@ -399,8 +388,8 @@ class ToolExecutor:
             return result
         tool = p.tool
         assert tool is not None
-        span = self.tracer.start_span(A.SPAN_AFTER, p.span_context)
-        token = otel_context.attach(trace.set_span_in_context(span, p.span_context))
+        span = self._phase_span(p, A.SPAN_AFTER)
+        token = otel_context.attach(self._phase_context(p, span))
         try:
             ctx = AfterToolCallContext(
                 p.call,
@@ -423,14 +412,26 @@ class ToolExecutor:
                 p.error_type = outcome.failure.error_type
                 if span.is_recording():
                     self._mark_error(span, outcome.failure.error_type, str(outcome.failure))
-            if span.is_recording():
-                p.span.set_attribute(A.RESULT_OVERRIDDEN, outcome.overridden)
+            p.overridden = outcome.overridden
             return outcome.result
         finally:
             otel_context.detach(token)
             span.end()
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _phase_span(self, p: PreparedCall, name: str) -> Span:
+        """A child span of the call, or, when the call's span does not record (not sampled, or
+        tracing off), no span at all: nothing of it could be exported."""
+        if p.span.is_recording():
+            return self.tracer.start_span(name, p.span_context)
+        return trace.INVALID_SPAN
+
+    def _phase_context(self, p: PreparedCall, span: Span) -> otel_context.Context:
+        """The context code runs in during a phase: its span's, else the call's."""
+        if span is trace.INVALID_SPAN:
+            return p.span_context
+        return trace.set_span_in_context(span, p.span_context)
 
     def _chain(self) -> HookChain:
         hooks = self.hooks
@@ -527,6 +528,8 @@ class ToolExecutor:
 
     def _to_result(self, p: PreparedCall, value: Any) -> ToolResult:
         name = p.call.name
+        if type(value) is str:
+            return ToolResult(p.call.id, name, value)
         if isinstance(value, ToolOutput):
             return ToolResult(p.call.id, name, value.content, value.details, value.is_error)
         if isinstance(value, str):
@@ -552,24 +555,36 @@ class ToolExecutor:
         assert result is not None
         span = p.span
         if span.is_recording():
-            span.set_attribute(A.RESULT_IS_ERROR, result.is_error)
+            span.set_attributes(self._outcome_attributes(p, result))
             if p.error_type is not None:
-                span.set_attribute(A.ERROR_TYPE, p.error_type)
                 span.set_status(Status(StatusCode.ERROR, result.content[:200]))
-                if p.error_type == A.ERR_CANCELLED:
-                    span.set_attribute(A.CANCELLED, True)
-            if self.capture_content:
-                if p.tool is not None and p.decision is not None:
-                    span.set_attribute(
-                        A.GEN_AI_TOOL_CALL_ARGUMENTS,
-                        cap_text(to_json_text(dict(p.args)), self.max_content_length),
-                    )
-                span.set_attribute(
-                    A.GEN_AI_TOOL_CALL_RESULT, cap_text(result.content, self.max_content_length)
-                )
         if p.hooks.observers:
             self._notify(p, result)
         span.end()
+
+    def _outcome_attributes(self, p: PreparedCall, result: ToolResult) -> dict[str, Any]:
+        """Everything the call's span learns at its end, set in one go."""
+        attrs: dict[str, Any] = {A.RESULT_IS_ERROR: result.is_error}
+        if p.decision is not None:
+            attrs[A.DECISION] = p.decision
+            if p.decision != A.DECISION_SKIP:
+                attrs[A.ARGUMENTS_REWRITTEN] = p.rewritten
+        if p.deciding_hook is not None:
+            attrs[A.DECISION_HOOK] = p.deciding_hook
+        if p.block_reason is not None:
+            attrs[A.BLOCK_REASON] = p.block_reason
+        if p.overridden is not None:
+            attrs[A.RESULT_OVERRIDDEN] = p.overridden
+        if p.error_type is not None:
+            attrs[A.ERROR_TYPE] = p.error_type
+            if p.error_type == A.ERR_CANCELLED:
+                attrs[A.CANCELLED] = True
+        if self.capture_content:
+            if p.tool is not None and p.decision is not None:
+                arguments = to_json_text(dict(p.args))
+                attrs[A.GEN_AI_TOOL_CALL_ARGUMENTS] = cap_text(arguments, self.max_content_length)
+            attrs[A.GEN_AI_TOOL_CALL_RESULT] = cap_text(result.content, self.max_content_length)
+        return attrs
 
     def _notify(self, p: PreparedCall, result: ToolResult) -> None:
         record = ToolCallRecord(

@@ -116,7 +116,20 @@ class Tool:
         return self.handler(**kwargs)
 
 
+_PLAIN = frozenset({str, int, float, bool, dict, list, tuple, type(None)})
+_CONTAINERS = (dict, list, tuple)
+
+
 def decode_arguments(arguments: Mapping[str, Any] | str) -> Mapping[str, Any]:
+    if type(arguments) is dict:  # the common case, without ABC checks
+        for value in arguments.values():
+            kind = type(value)
+            if kind in _CONTAINERS or (
+                kind not in _PLAIN and isinstance(value, (Mapping, list, tuple))
+            ):
+                _check_depth(arguments)
+                break
+        return arguments
     if isinstance(arguments, str):
         try:
             decoded = json.loads(arguments) if arguments.strip() else {}
@@ -328,6 +341,6 @@ class ToolRegistry:
             value = await asyncio.to_thread(
                 tool.call, args, tool_call_id=tool_call_id, signal=signal, on_progress=on_progress
             )
-        if inspect.isawaitable(value):
+        if tool.is_async or (type(value) not in _PLAIN and inspect.isawaitable(value)):
             value = await value
         return value

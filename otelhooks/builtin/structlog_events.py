@@ -29,7 +29,10 @@ def trace_ids() -> dict[str, str]:
 
 
 def add_trace_context(logger: Any, method_name: str, event_dict: Any) -> Any:
-    """structlog processor: add the current span's ``trace_id`` and ``span_id``."""
+    """structlog processor: add the current span's ``trace_id`` and ``span_id`` (unless the
+    event carries them already)."""
+    if "trace_id" in event_dict:
+        return event_dict
     ids = trace_ids()
     if ids:
         event_dict.setdefault("trace_id", ids["trace_id"])
