@@ -185,20 +185,33 @@ async def _sequential(fn: Callable[[ToolCall], Awaitable[Any]], calls: list[Tool
 def compare(
     sides: dict[str, Callable[[ToolCall], Awaitable[Any]]], n: int, repeats: int
 ) -> dict[str, float]:
-    """Median µs per call of each side; sides alternate within each repeat."""
+    """Median µs per call of each side. The sides take turns in short rounds (``repeats`` of
+    them, ``n`` calls each), so drift in the machine's speed hits all sides alike."""
     calls = [ToolCall(f"call-{i}", "echo", {"text": f"hello {i}"}) for i in range(n)]
     samples: dict[str, list[float]] = {name: [] for name in sides}
 
     async def main() -> None:
         for fn in sides.values():  # warm up caches
             await _sequential(fn, calls[: min(200, n)])
-        for _ in range(repeats):
-            for name, fn in sides.items():
+        for round_ in range(repeats):
+            order = list(sides.items())
+            if round_ % 2:
+                order.reverse()
+            for name, fn in order:
                 gc.collect()
                 samples[name].append(await _sequential(fn, calls) / n * 1e6)
 
     asyncio.run(main())
+    PAIRED.update({name: values for name, values in samples.items()})
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+PAIRED: dict[str, list[float]] = {}
+
+
+def paired_ratio(a: str, b: str) -> float:
+    """Median over rounds of a's time over b's time in the same round."""
+    return statistics.median(x / y for x, y in zip(PAIRED[a], PAIRED[b], strict=True))
 
 
 # -- 1. overhead over the floor ----------------------------------------------------------------
@@ -213,10 +226,10 @@ def bench_overhead(quick: bool) -> None:
         make_registry(), default_hooks(redactor, logger), tracer_provider=provider
     )
     floor = make_floor(provider, redactor, logger)
-    n, repeats = (300, 3) if quick else (4000, 15)
+    n, repeats = (300, 3) if quick else (500, 61)
     result = compare({"otelhooks": executor.execute, "floor": floor}, n, repeats)
     provider.shutdown()
-    ratio = result["otelhooks"] / result["floor"]
+    ratio = paired_ratio("otelhooks", "floor")
     RESULTS["overhead"] = {"us_per_call": result, "ratio": ratio, "target": 1.15}
     row("1", "floor: 4 hand-written spans + log + redaction", f"{result['floor']:.1f} µs")
     row("1", "otelhooks: ToolExecutor with default hooks", f"{result['otelhooks']:.1f} µs")
@@ -228,7 +241,7 @@ def bench_overhead(quick: bool) -> None:
 
 def bench_tracing_off(quick: bool) -> None:
     print("\n2. Tracing off (no hooks): API no-op and a non-recording sampler")
-    n, repeats = (500, 3) if quick else (5000, 9)
+    n, repeats = (500, 3) if quick else (1000, 31)
     out: dict[str, Any] = {}
     for label, provider in (
         ("no-op API", NoOpTracerProvider()),
@@ -254,7 +267,7 @@ def bench_tracing_off(quick: bool) -> None:
         result = compare(
             {"otelhooks": executor.execute, "4 spans": four_noop_spans, "bare": bare}, n, repeats
         )
-        ratio = result["otelhooks"] / result["4 spans"]
+        ratio = paired_ratio("otelhooks", "4 spans")
         out[label] = {"us_per_call": result, "ratio_to_4_spans": ratio, "target": 1.5}
         row("2", f"{label}: bare call", f"{result['bare']:.2f} µs")
         row("2", f"{label}: 4 spans by hand", f"{result['4 spans']:.2f} µs")

@@ -1,0 +1,47 @@
+"""A tiny run of the benchmark script: it runs and writes its results (no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_benchmark_script_runs_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "run.py"),
+            "--quick",
+            "--only",
+            "overhead,tracing_off,util_genai,redactor",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())
+    assert results["quick"] is True
+    assert set(results["overhead"]["us_per_call"]) == {"otelhooks", "floor"}
+    assert results["overhead"]["ratio"] > 0
+    assert set(results["tracing_off"]) == {"no-op API", "sampler off"}
+    assert results["redactor"]["10_fields_clean_us"] > 0
+    assert "ratio otelhooks / floor" in done.stdout
+
+
+def test_benchmark_script_rejects_unknown_sections() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--only", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "unknown sections: nope" in done.stderr
