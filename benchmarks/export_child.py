@@ -1,4 +1,4 @@
-"""Benchmark 7, in its own process: N tool calls exported over OTLP/gRPC.
+"""Benchmark 7, in its own process: N tool calls (4 spans each) exported over OTLP/gRPC.
 
 python -m benchmarks.export_child ENDPOINT recommended|sdk-defaults N
 """
@@ -11,6 +11,7 @@ import sys
 
 from benchmarks.run import make_registry
 from otelhooks import Hooks, ToolCall, ToolExecutor
+from otelhooks.builtin import RedactionHook, Redactor
 from otelhooks.tracing import RECOMMENDED_BATCH, setup_tracing
 
 
@@ -22,7 +23,8 @@ def main(endpoint: str, mode: str, n: int) -> None:
         batch_options=RECOMMENDED_BATCH if mode == "recommended" else None,
         export_timeout=10,
     )
-    executor = ToolExecutor(make_registry(), Hooks(), tracer_provider=setup.provider)
+    hooks = Hooks([RedactionHook(Redactor())])  # an after-hook: 4 spans per call
+    executor = ToolExecutor(make_registry(), hooks, tracer_provider=setup.provider)
 
     async def calls() -> None:
         for i in range(n):

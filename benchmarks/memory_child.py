@@ -7,13 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import resource
 import sys
 
 from benchmarks.run import SinkExporter, default_hooks, make_logger, make_registry
 from otelhooks import ToolCall, ToolExecutor
 from otelhooks.builtin import Redactor
 from otelhooks.tracing import setup_tracing
+
+
+def peak_rss_mib() -> int:
+    """This process's peak RSS (VmHWM). Not ru_maxrss: Linux carries that over an exec, so a
+    child would report its parent's peak."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) // 1024
+    return -1
 
 
 def main(mode: str, n: int) -> None:
@@ -32,7 +41,7 @@ def main(mode: str, n: int) -> None:
         for i in range(n):
             await executor.execute(ToolCall(f"c{i}", "echo", {"text": "x" * 64}))
             if i + 1 in (n // 10, n):
-                marks[i + 1] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+                marks[i + 1] = peak_rss_mib()
 
     asyncio.run(calls())
     stats = setup.shutdown()

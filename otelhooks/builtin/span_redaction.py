@@ -5,7 +5,8 @@ Lives apart from :mod:`otelhooks.builtin.redaction` because it needs ``opentelem
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -14,6 +15,8 @@ from opentelemetry.trace import Status
 
 from .. import attributes as A
 from .redaction import Redactor
+
+_T = TypeVar("_T")
 
 
 class RedactingSpanProcessor(SpanProcessor):
@@ -47,24 +50,12 @@ class RedactingSpanProcessor(SpanProcessor):
         attributes = span.attributes or {}
         new_attrs, attr_paths = redactor.redact(dict(attributes))
         paths.extend(attr_paths)
-        events = list(span.events)
-        new_events: list[Event] | None = None
-        for i, event in enumerate(events):
-            scrubbed, event_paths = redactor.redact(dict(event.attributes or {}), f"events[{i}]")
-            if event_paths:
-                paths.extend(event_paths)
-                if new_events is None:
-                    new_events = list(events)
-                new_events[i] = Event(event.name, scrubbed, event.timestamp)
-        links = list(span.links)
-        new_links = None
-        for i, link in enumerate(links):
-            scrubbed, link_paths = redactor.redact(dict(link.attributes or {}), f"links[{i}]")
-            if link_paths:
-                paths.extend(link_paths)
-                if new_links is None:
-                    new_links = list(links)
-                new_links[i] = trace.Link(link.context, scrubbed)
+        events = self._scrub_each(
+            span.events, "events", paths, lambda e, attrs: Event(e.name, attrs, e.timestamp)
+        )
+        links = self._scrub_each(
+            span.links, "links", paths, lambda link, attrs: trace.Link(link.context, attrs)
+        )
         status = span.status
         if status.description:
             description, kinds = redactor.redact_text(status.description, "status")
@@ -82,14 +73,33 @@ class RedactingSpanProcessor(SpanProcessor):
             parent=span.parent,
             resource=span.resource,
             attributes=new_attrs,
-            events=new_events if new_events is not None else events,
-            links=new_links if new_links is not None else links,
+            events=events,
+            links=links,
             kind=span.kind,
             status=status,
             start_time=span.start_time,
             end_time=span.end_time,
             instrumentation_scope=span.instrumentation_scope,
         )
+
+    def _scrub_each(
+        self,
+        items: Sequence[_T],
+        name: str,
+        paths: list[str],
+        rebuild: Callable[[_T, dict[str, Any]], _T],
+    ) -> Sequence[_T]:
+        """Events or links with their attributes scrubbed (the same sequence if none changed)."""
+        out: list[_T] | None = None
+        for i, item in enumerate(items):
+            attrs = getattr(item, "attributes", None) or {}
+            scrubbed, found = self.redactor.redact(dict(attrs), f"{name}[{i}]")
+            if found:
+                paths.extend(found)
+                if out is None:
+                    out = list(items)
+                out[i] = rebuild(item, scrubbed)
+        return out if out is not None else items
 
     def shutdown(self) -> None:
         for processor in self.downstream:
