@@ -3,8 +3,9 @@
 ::
 
     agent_start
+      message_start / message_end            the prompt, when there is one
       turn_start
-        message_start / message_end          the user's message (and queued ones)
+        message_start / message_end          messages queued with steer(), if any
         message_start                        the assistant's message
           text_delta* tool_call*
         message_end
@@ -13,6 +14,7 @@
         tool_execution_end                   per call, as it finishes
         tool_result                          per call, in source order
       turn_end
+      message_start / message_end            follow-up messages, which start another turn
     agent_end
 
 Every event is a frozen dataclass with a ``type`` and a ``to_dict()`` for JSON output.

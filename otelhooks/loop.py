@@ -280,7 +280,7 @@ class Agent:
                 A.TURN_INDEX: turn.index,
             },
         )
-        link = Link(span.get_span_context())
+        link = Link(span.get_span_context(), {A.TURN_INDEX: turn.index})
         request = ProviderRequest(
             model=model,
             system_prompt=turn.context.system_prompt,

@@ -112,6 +112,7 @@ async def test_allowed_case_end_to_end(
     tool = otelhooks_tracing.tool_span(call_id="call_1")
     otelhooks_tracing.assert_children(tool, ["before", "run", "after"])
     assert tool.links[0].context.span_id == chat.context.span_id  # type: ignore[union-attr]
+    assert tool.links[0].attributes[A.TURN_INDEX] == 1  # type: ignore[index]
 
 
 async def test_blocked_case_end_to_end(
