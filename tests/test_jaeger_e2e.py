@@ -231,8 +231,8 @@ def test_jaeger_killed_mid_run_and_restarted(tmp_path: Path) -> None:
         ports = first.ports
         setup = setup_tracing(
             "otlp",
-            otlp_endpoint=first.otlp_grpc,
-            otlp_protocol="grpc",
+            otlp_endpoint=first.otlp_http,
+            otlp_protocol="http/protobuf",
             export_timeout=1,
             batch_options={"schedule_delay_millis": 50},
         )
@@ -247,6 +247,7 @@ def test_jaeger_killed_mid_run_and_restarted(tmp_path: Path) -> None:
     with run_collector(binary, config, tmp_path, ports=ports) as second:
         for _ in range(3):
             assert asyncio.run(_scripted_results(setup.provider)) == baseline
+            setup.force_flush()
         started = time.monotonic()
         stats = setup.shutdown()
         assert time.monotonic() - started < 5
