@@ -46,7 +46,7 @@ from .hooks import (
     run_before_chain,
 )
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult
-from .tools import InvalidArguments, Tool, ToolNotFound, ToolOutput, ToolRegistry
+from .tools import InvalidArguments, Tool, ToolOutput, ToolRegistry
 from .version import __version__
 
 UpdateCallback = Callable[[ToolCall, Any], None]
@@ -198,8 +198,8 @@ class ToolExecutor:
         try:
             with prepared.signal.watching() if prepared.watched else _NOT_WATCHED:
                 await self._before(prepared)
-        except asyncio.CancelledError as exc:
-            self._end_cancelled(prepared, exc)
+        except asyncio.CancelledError:
+            self._end_cancelled(prepared)
             raise
         except Exception as exc:  # a bug in the runtime itself: an error result, never a raise
             self._end_with_internal_error(prepared, exc)
@@ -219,8 +219,8 @@ class ToolExecutor:
             with prepared.signal.watching() if prepared.watched else _NOT_WATCHED:
                 result = await self._run(prepared)
                 result = await self._after(prepared, result)
-        except asyncio.CancelledError as exc:
-            self._end_cancelled(prepared, exc)
+        except asyncio.CancelledError:
+            self._end_cancelled(prepared)
             raise
         except Exception as exc:
             return self._end_with_internal_error(prepared, exc)
@@ -269,8 +269,9 @@ class ToolExecutor:
         span = self._phase_span(p, A.SPAN_BEFORE)
         try:
             if p.tool is None:
-                exc = ToolNotFound(self._unknown_tool_message(p.call))
-                self._fail_before(p, span, A.ERR_TOOL_NOT_FOUND, exc)
+                self._fail_before(
+                    p, span, A.ERR_TOOL_NOT_FOUND, self.registry.not_found(p.call.name)
+                )
                 return
             args: Mapping[str, Any]
             try:
@@ -463,11 +464,6 @@ class ToolExecutor:
         attrs[A.GEN_AI_TOOL_CALL_ID] = str(call.id)[:_MAX_NAME_ATTR]
         return name, attrs
 
-    def _unknown_tool_message(self, call: ToolCall) -> str:
-        name = call.name if isinstance(call.name, str) else repr(call.name)
-        known = ", ".join(sorted(t.name for t in self.registry)) or "none"
-        return f"unknown tool {name[:100]!r}; available tools: {known}"
-
     def _record_runs(self, span: Span, runs: list[HookRun]) -> None:
         if not span.is_recording():
             return
@@ -615,7 +611,7 @@ class ToolExecutor:
         finally:
             otel_context.detach(token)
 
-    def _end_cancelled(self, p: PreparedCall, exc: BaseException) -> None:
+    def _end_cancelled(self, p: PreparedCall) -> None:
         if p.span.is_recording():
             self._mark_error(p.span, A.ERR_CANCELLED, "cancelled")
             p.span.set_attribute(A.CANCELLED, True)

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Final, Literal, TypeAlias
 
 from .cancel import CancelSignal
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult, ToolSpec
@@ -154,14 +154,6 @@ AfterResult: TypeAlias = AfterOverride | str | None
 BeforeHookFn: TypeAlias = Callable[[BeforeToolCallContext], Any]
 AfterHookFn: TypeAlias = Callable[[AfterToolCallContext], Any]
 ObserverFn: TypeAlias = Callable[[ToolCallRecord], Any]
-
-
-@runtime_checkable
-class ToolHook(Protocol):
-    """A hook object. It defines any of ``before_tool_call``, ``after_tool_call`` and
-    ``on_tool_call_end``; registering it once enrols it in each phase it defines. Optional
-    attributes ``name``, ``tools``, ``timeout``, ``before_failure`` and ``after_failure`` give
-    defaults for the registration's options."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -303,11 +303,17 @@ class ToolRegistry:
         return self._tools.get(name)
 
     def resolve(self, call: ToolCall) -> Tool:
-        tool = self._tools.get(call.name)
+        """The tool a call names, or :class:`ToolNotFound`."""
+        tool = self._tools.get(call.name) if isinstance(call.name, str) else None
         if tool is None:
-            known = ", ".join(sorted(self._tools)) or "none"
-            raise ToolNotFound(f"unknown tool {call.name[:100]!r}; available tools: {known}")
+            raise self.not_found(call.name)
         return tool
+
+    def not_found(self, name: object) -> ToolNotFound:
+        """The error for a name no tool has: it lists the tools there are, for the model."""
+        shown = name if isinstance(name, str) else repr(name)
+        known = ", ".join(sorted(self._tools)) or "none"
+        return ToolNotFound(f"unknown tool {shown[:100]!r}; available tools: {known}")
 
     def specs(self) -> list[ToolSpec]:
         return [t.spec for t in self._tools.values()]
