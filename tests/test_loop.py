@@ -311,9 +311,10 @@ async def test_turn_snapshot_holds_for_the_whole_turn(
     assert provider.requests[1].model == "changed"
 
 
-async def test_abort_mid_tool_ends_every_span(
-    otelhooks_tracing: InMemoryTracing, registry: ToolRegistry
-) -> None:
+async def start_two_endless_tools(
+    tracing: InMemoryTracing, registry: ToolRegistry
+) -> tuple[Agent, list[AgentEvent], asyncio.Task[AssistantMessage]]:
+    """A run whose two parallel tools never return, once both are running."""
     started = asyncio.Event()
 
     @registry.tool
@@ -323,10 +324,17 @@ async def test_abort_mid_tool_ends_every_span(
         return "never"
 
     agent, events = make_agent(
-        otelhooks_tracing, [calls(("a", "forever", {}), ("b", "forever", {}))], registry
+        tracing, [calls(("a", "forever", {}), ("b", "forever", {}))], registry
     )
     task = asyncio.create_task(agent.run("go"))
     await started.wait()
+    return agent, events, task
+
+
+async def test_abort_mid_tool_ends_every_span(
+    otelhooks_tracing: InMemoryTracing, registry: ToolRegistry
+) -> None:
+    agent, events, task = await start_two_endless_tools(otelhooks_tracing, registry)
     agent.abort("user pressed stop")
     final = await asyncio.wait_for(task, 5)
     assert final.stop_reason == "aborted"
@@ -343,19 +351,7 @@ async def test_abort_mid_tool_ends_every_span(
 async def test_asyncio_cancellation_of_the_run_ends_every_span(
     otelhooks_tracing: InMemoryTracing, registry: ToolRegistry
 ) -> None:
-    started = asyncio.Event()
-
-    @registry.tool
-    async def forever() -> str:
-        started.set()
-        await asyncio.sleep(60)
-        return "never"
-
-    agent, events = make_agent(
-        otelhooks_tracing, [calls(("a", "forever", {}), ("b", "forever", {}))], registry
-    )
-    task = asyncio.create_task(agent.run("go"))
-    await started.wait()
+    _, events, task = await start_two_endless_tools(otelhooks_tracing, registry)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
