@@ -171,8 +171,8 @@ def make_floor(
             is_error=False,
             result_size=len(result),
             arguments_rewritten=False,
-            trace_id=format(sc.trace_id, "032x"),
-            span_id=format(sc.span_id, "016x"),
+            trace_id=trace.format_trace_id(sc.trace_id),
+            span_id=trace.format_span_id(sc.span_id),
             decision="allow",
         )
         otel_context.detach(token)

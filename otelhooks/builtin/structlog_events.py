@@ -13,6 +13,7 @@ from typing import Any
 
 import structlog
 from opentelemetry import trace
+from opentelemetry.trace import format_span_id, format_trace_id
 
 from .. import attributes as A
 from ..hooks import ToolCallRecord
@@ -25,7 +26,7 @@ def trace_ids() -> dict[str, str]:
     ctx = trace.get_current_span().get_span_context()
     if not ctx.is_valid:
         return {}
-    return {"trace_id": format(ctx.trace_id, "032x"), "span_id": format(ctx.span_id, "016x")}
+    return {"trace_id": format_trace_id(ctx.trace_id), "span_id": format_span_id(ctx.span_id)}
 
 
 def add_trace_context(logger: Any, method_name: str, event_dict: Any) -> Any:
