@@ -42,20 +42,10 @@ FAIL_OPEN: Final = "fail_open"
 
 
 class _Keep:
-    """Marker for an :class:`AfterOverride` field that keeps its value."""
-
-    _instance: _Keep | None = None
-
-    def __new__(cls) -> _Keep:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    """Marker for an :class:`AfterOverride` field that keeps its value (use :data:`KEEP`)."""
 
     def __repr__(self) -> str:
         return "KEEP"
-
-    def __bool__(self) -> bool:
-        return False
 
 
 KEEP: Final = _Keep()
