@@ -43,10 +43,8 @@ ARGUMENTS_REWRITTEN: Final = "otelhooks.arguments.rewritten"
 RESULT_IS_ERROR: Final = "otelhooks.result.is_error"
 RESULT_OVERRIDDEN: Final = "otelhooks.result.overridden"
 CANCELLED: Final = "otelhooks.cancelled"
-CONTENT_ORIGINAL_SIZE_SUFFIX: Final = ".original_size"
 REDACTED_PATHS: Final = "otelhooks.redacted.paths"
 TURN_INDEX: Final = "otelhooks.turn.index"
-HOOK_FAILURES: Final = "otelhooks.hook.failures"
 
 # Span events.
 EVENT_HOOK: Final = "otelhooks.hook"

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
+from .attributes import ERR_HOOK_FAILED, ERR_HOOK_TIMEOUT, ERR_INVALID_ARGUMENTS
 from .cancel import CancelSignal
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult, ToolSpec
 
@@ -384,13 +385,16 @@ async def call_hook(hook: RegisteredHook, fn: Callable[[Any], Any], ctx: Any) ->
             return value
     except TimeoutError as exc:
         raise HookFailure(
-            hook.name, "hook_timeout", f"hook {hook.name!r} timed out after {hook.timeout}s", exc
+            hook.name, ERR_HOOK_TIMEOUT, f"hook {hook.name!r} timed out after {hook.timeout}s", exc
         ) from None
     except asyncio.CancelledError:
         raise
     except Exception as exc:
         raise HookFailure(
-            hook.name, "hook_failed", f"hook {hook.name!r} raised {type(exc).__name__}: {exc}", exc
+            hook.name,
+            ERR_HOOK_FAILED,
+            f"hook {hook.name!r} raised {type(exc).__name__}: {exc}",
+            exc,
         ) from None
 
 
@@ -421,7 +425,7 @@ async def run_before_chain(
             if not isinstance(value, BeforeDecision):
                 raise HookFailure(
                     hook.name,
-                    "hook_failed",
+                    ERR_HOOK_FAILED,
                     f"hook {hook.name!r} returned {type(value).__name__}; "
                     "expected allow(), block(reason), rewrite(arguments) or None",
                     None,
@@ -440,7 +444,7 @@ async def run_before_chain(
                 except Exception as exc:
                     raise HookFailure(
                         hook.name,
-                        "invalid_arguments",
+                        ERR_INVALID_ARGUMENTS,
                         f"hook {hook.name!r} rewrote the arguments into invalid ones: {exc}",
                         exc,
                     ) from None
@@ -458,7 +462,7 @@ async def run_before_chain(
             else:
                 outcome.runs.append(HookRun(hook.name, "allow", _ms_since(start)))
         except HookFailure as failure:
-            kind = "timeout" if failure.error_type == "hook_timeout" else "failed"
+            kind = "timeout" if failure.error_type == ERR_HOOK_TIMEOUT else "failed"
             outcome.runs.append(HookRun(hook.name, kind, _ms_since(start), failure))
             if hook.before_failure == FAIL_CLOSED:
                 outcome.blocked, outcome.deciding_hook = True, hook.name
@@ -469,9 +473,9 @@ async def run_before_chain(
 
 
 def _failure_reason(failure: HookFailure) -> str:
-    if failure.error_type == "hook_timeout":
+    if failure.error_type == ERR_HOOK_TIMEOUT:
         return str(failure)
-    if failure.error_type == "invalid_arguments":
+    if failure.error_type == ERR_INVALID_ARGUMENTS:
         return f"hook {failure.hook!r} rewrote the arguments into invalid ones"
     # The exception's message stays on the (scrubbed) span; the model gets the type only.
     cause = type(failure.cause).__name__ if failure.cause is not None else "a wrong return type"
@@ -496,7 +500,7 @@ async def run_after_chain(
             elif not isinstance(value, AfterOverride):
                 raise HookFailure(
                     hook.name,
-                    "hook_failed",
+                    ERR_HOOK_FAILED,
                     f"hook {hook.name!r} returned {type(value).__name__}; "
                     "expected AfterOverride, str or None",
                     None,
@@ -505,7 +509,7 @@ async def run_after_chain(
                 result = apply_override(outcome.result, value)
             except TypeError as exc:
                 raise HookFailure(
-                    hook.name, "hook_failed", f"hook {hook.name!r}: {exc}", exc
+                    hook.name, ERR_HOOK_FAILED, f"hook {hook.name!r}: {exc}", exc
                 ) from None
             if result is not outcome.result:
                 outcome.result, outcome.overridden = result, True
@@ -521,7 +525,7 @@ async def run_after_chain(
                 )
             outcome.runs.append(HookRun(hook.name, "override", _ms_since(start)))
         except HookFailure as failure:
-            kind = "timeout" if failure.error_type == "hook_timeout" else "failed"
+            kind = "timeout" if failure.error_type == ERR_HOOK_TIMEOUT else "failed"
             outcome.runs.append(HookRun(hook.name, kind, _ms_since(start), failure))
             if hook.after_failure == FAIL_CLOSED:
                 outcome.result = ToolResult(

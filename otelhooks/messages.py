@@ -9,19 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Literal
 
 StopReason = Literal["stop", "toolUse", "length", "error", "aborted"]
-
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
-
-
-def frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """A read-only shallow copy of ``value`` (the empty mapping for ``None``)."""
-    if not value:
-        return _EMPTY
-    return MappingProxyType(dict(value))
 
 
 @dataclass(frozen=True, slots=True)

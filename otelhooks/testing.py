@@ -113,12 +113,6 @@ class InMemoryTracing:
             if name is None or e.name == name
         ]
 
-    def trace_of(self, span: ReadableSpan) -> list[ReadableSpan]:
-        assert span.context is not None
-        return [
-            s for s in self.spans() if s.context and s.context.trace_id == span.context.trace_id
-        ]
-
     def render(self) -> str:
         """The recorded spans as an indented tree (see :func:`otelhooks.spantree.render_tree`)."""
         from .spantree import render_tree
