@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -243,6 +244,61 @@ def bench_overhead(quick: bool) -> None:
     row("1", "floor: 4 hand-written spans + log + redaction", f"{result['floor']:.1f} µs")
     row("1", "otelhooks: ToolExecutor with default hooks", f"{result['otelhooks']:.1f} µs")
     row("1", "ratio otelhooks / floor", f"{ratio:.3f}×", "target ≤ 1.15×")
+    instructions = instructions_per_call(quick)
+    if instructions is not None:
+        RESULTS["overhead"]["instructions_per_call"] = instructions
+        ratio_ir = instructions["otelhooks"] / instructions["floor"]
+        RESULTS["overhead"]["instructions_ratio"] = ratio_ir
+        row("1", "floor: instructions per call (callgrind)", f"{instructions['floor']:,.0f}")
+        row(
+            "1", "otelhooks: instructions per call (callgrind)", f"{instructions['otelhooks']:,.0f}"
+        )
+        row("1", "ratio of instructions otelhooks / floor", f"{ratio_ir:.3f}×", "target ≤ 1.15×")
+
+
+def instructions_per_call(quick: bool) -> dict[str, float] | None:
+    """Instructions per call of each side of benchmark 1, counted by valgrind's callgrind: the
+    difference between runs of ``small`` and ``large`` calls, divided by the extra calls."""
+    if quick:
+        row("1", "instructions (callgrind)", "skipped", "not in --quick")
+        return None
+    if shutil.which("valgrind") is None:
+        row("1", "instructions (callgrind)", "no valgrind", "apt-get install valgrind")
+        return None
+    small, large = 50, 250
+
+    def count(side: str, n: int) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                sys.executable,
+                "-m",
+                "benchmarks.instructions_child",
+                side,
+                str(n),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    totals: dict[tuple[str, int], int] = {}
+    for side in ("floor", "otelhooks"):  # two at a time: one per core
+        procs = {n: count(side, n) for n in (small, large)}
+        for n, proc in procs.items():
+            _, err = proc.communicate(timeout=1800)
+            found = [line for line in err.splitlines() if "Collected :" in line]
+            if proc.returncode != 0 or not found:
+                row("1", "instructions (callgrind)", "failed", err[-200:])
+                return None
+            totals[(side, n)] = int(found[-1].rsplit(":", 1)[1])
+    return {
+        side: (totals[(side, large)] - totals[(side, small)]) / (large - small)
+        for side in ("floor", "otelhooks")
+    }
 
 
 # -- 2. tracing off ----------------------------------------------------------------------------

@@ -1,0 +1,39 @@
+"""Benchmark 1 under callgrind, in its own process: N calls of one side, nothing else.
+
+    valgrind --tool=callgrind python -m benchmarks.instructions_child floor|otelhooks N
+
+The instruction count of N calls minus that of a smaller N is the cost of the extra calls:
+deterministic, unlike wall-clock time on a shared machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from benchmarks.run import default_hooks, make_floor, make_logger, make_registry, sdk_provider
+from otelhooks import ToolCall, ToolExecutor
+from otelhooks.builtin import Redactor
+
+
+def main(side: str, n: int) -> None:
+    redactor = Redactor()
+    provider = sdk_provider(redactor)
+    logger = make_logger(redactor)
+    if side == "floor":
+        fn = make_floor(provider, redactor, logger)
+    else:
+        hooks = default_hooks(redactor, logger)
+        fn = ToolExecutor(make_registry(), hooks, tracer_provider=provider).execute
+    calls = [ToolCall(f"call-{i}", "echo", {"text": f"hello {i}"}) for i in range(n)]
+
+    async def run() -> None:
+        for call in calls:
+            await fn(call)
+
+    asyncio.run(run())
+    provider.shutdown()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]))
