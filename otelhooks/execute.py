@@ -33,6 +33,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 from . import attributes as A
 from .cancel import CancelSignal
 from .hooks import (
+    NO_HOOKS,
     AfterToolCallContext,
     BeforeOutcome,
     BeforeToolCallContext,
@@ -94,11 +95,11 @@ class PreparedCall:
     span_context: otel_context.Context
     start: float
     hooks: PhaseHooks
-    assistant_message: AssistantMessage | None
     context: AgentContext
     signal: CancelSignal
-    on_update: UpdateCallback | None
     tool: Tool | None = None
+    assistant_message: AssistantMessage | None = None
+    on_update: UpdateCallback | None = None
     watched: bool = False  # a caller's signal: it may cancel this call's task
     args: Mapping[str, Any] = field(default_factory=dict)
     rewritten: bool = False
@@ -178,23 +179,9 @@ class ToolExecutor:
         ``parent`` is the context the tool span is created under (default: the current one);
         ``links`` link it to other spans (the loop links the ``chat`` span that asked for it).
         """
-        chain = hooks if hooks is not None else self._chain()
-        tool = self.registry.get(call.name) if isinstance(call.name, str) else None
-        span_name, attrs = self._span_identity(call, tool)
-        span = self.tracer.start_span(span_name, parent, SpanKind.INTERNAL, attrs, links)
-        prepared = PreparedCall(
-            call=call,
-            span=span,
-            span_context=trace.set_span_in_context(span, parent),
-            start=time.perf_counter(),
-            hooks=chain.for_tool(call.name) if tool is not None else PhaseHooks((), (), ()),
-            assistant_message=assistant_message,
-            context=context or _EMPTY_CONTEXT,
-            signal=signal or CancelSignal(),
-            on_update=on_update,
-            tool=tool,
-            watched=signal is not None,
-        )
+        prepared = self._start(call, parent, links, hooks, context, signal)
+        prepared.assistant_message = assistant_message
+        prepared.on_update = on_update
         try:
             with prepared.signal.watching() if prepared.watched else _NOT_WATCHED:
                 await self._before(prepared)
@@ -242,26 +229,37 @@ class ToolExecutor:
         links: Sequence[Link] | None = None,
     ) -> ToolResult:
         """End a call that will not run (``otelhooks.decision=skip``) with an error result."""
+        prepared = self._start(call, parent, links, hooks, context, None)
+        prepared.decision = A.DECISION_SKIP
+        result = prepared.result = ToolResult(call.id, str(call.name), reason, None, True)
+        self._end(prepared)
+        return result
+
+    def _start(
+        self,
+        call: ToolCall,
+        parent: otel_context.Context | None,
+        links: Sequence[Link] | None,
+        hooks: HookChain | None,
+        context: AgentContext | None,
+        signal: CancelSignal | None,
+    ) -> PreparedCall:
+        """Start the call's span and gather what its phases use."""
         tool = self.registry.get(call.name) if isinstance(call.name, str) else None
         span_name, attrs = self._span_identity(call, tool)
         span = self.tracer.start_span(span_name, parent, SpanKind.INTERNAL, attrs, links)
         chain = hooks if hooks is not None else self._chain()
-        prepared = PreparedCall(
+        return PreparedCall(
             call=call,
             span=span,
             span_context=trace.set_span_in_context(span, parent),
             start=time.perf_counter(),
-            hooks=chain.for_tool(call.name) if tool is not None else PhaseHooks((), (), ()),
-            assistant_message=None,
+            hooks=chain.for_tool(call.name) if tool is not None else NO_HOOKS,
             context=context or _EMPTY_CONTEXT,
-            signal=CancelSignal(),
-            on_update=None,
+            signal=signal or CancelSignal(),
             tool=tool,
-            decision=A.DECISION_SKIP,
-            result=ToolResult(call.id, str(call.name), reason, None, True),
+            watched=signal is not None,
         )
-        self._end(prepared)
-        return prepared.result  # type: ignore[return-value]
 
     # -- phases -------------------------------------------------------------------------------
 

@@ -193,7 +193,7 @@ class PhaseHooks:
     observers: tuple[RegisteredHook, ...]
 
 
-_NO_HOOKS: Final = PhaseHooks((), (), ())
+NO_HOOKS: Final = PhaseHooks((), (), ())
 
 
 class HookChain:
@@ -209,7 +209,7 @@ class HookChain:
         found = self._cache.get(tool_name)
         if found is None:
             if not self.hooks:
-                return _NO_HOOKS
+                return NO_HOOKS
             applicable = [h for h in self.hooks if h.applies_to(tool_name)]
             found = PhaseHooks(
                 tuple(h for h in applicable if h.before is not None),
