@@ -38,7 +38,7 @@ from .events import (
     TurnEnd,
     TurnStart,
 )
-from .execute import ToolExecutor
+from .execute import PreparedCall, ToolExecutor
 from .hooks import HookChain, Hooks
 from .messages import (
     AgentContext,
@@ -373,20 +373,26 @@ class Agent:
         executor = turn.executor
         links = (chat_link,)
         results: list[ToolResult | None] = [None] * len(message.tool_calls)
-        runnable: list[tuple[int, Any]] = []
+        runnable: list[tuple[int, PreparedCall]] = []
         skip_reason: str | None = None
 
         def on_update(call: ToolCall, update: Any) -> None:
             self._emit(ToolExecutionUpdate(call, update))
 
+        def done(i: int, result: ToolResult) -> None:
+            results[i] = result
+            self._emit(ToolExecutionEnd(message.tool_calls[i], result))
+
         for i, call in enumerate(message.tool_calls):
             if skip_reason is None and signal.cancelled:
                 skip_reason = f"error: cancelled: {signal.reason}"
             if skip_reason is not None:
-                results[i] = executor.skip(
-                    call, skip_reason, parent=run_ctx, context=turn.context, links=links
+                done(
+                    i,
+                    executor.skip(
+                        call, skip_reason, parent=run_ctx, context=turn.context, links=links
+                    ),
                 )
-                self._emit(ToolExecutionEnd(call, results[i]))  # type: ignore[arg-type]
                 continue
             self._emit(ToolExecutionStart(call))
             prepared = await executor.prepare(
@@ -400,11 +406,9 @@ class Agent:
                 links=links,
             )
             if prepared.result is not None:
-                results[i] = prepared.result
-                self._emit(ToolExecutionEnd(call, prepared.result))
+                done(i, prepared.result)
             elif self.tool_execution == "sequential":
-                results[i] = await executor.finish(prepared)
-                self._emit(ToolExecutionEnd(call, results[i]))  # type: ignore[arg-type]
+                done(i, await executor.finish(prepared))
             else:
                 runnable.append((i, prepared))
             if self._steering:
@@ -412,9 +416,8 @@ class Agent:
 
         if runnable:
 
-            async def run_one(i: int, prepared: Any) -> None:
-                results[i] = await executor.finish(prepared)
-                self._emit(ToolExecutionEnd(prepared.call, results[i]))  # type: ignore[arg-type]
+            async def run_one(i: int, prepared: PreparedCall) -> None:
+                done(i, await executor.finish(prepared))
 
             tasks = [asyncio.create_task(run_one(i, p)) for i, p in runnable]
             try:
