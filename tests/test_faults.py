@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import math
@@ -25,17 +26,20 @@ from otelhooks import (
     BeforeToolCallContext,
     Hooks,
     ToolCall,
+    ToolContext,
     ToolExecutor,
     ToolRegistry,
     ToolResult,
     make_tool,
 )
 from otelhooks import attributes as A
-from otelhooks.builtin import CallLimit, RedactionHook, Redactor
+from otelhooks.builtin import CallLimit, RedactingProcessor, RedactionHook, Redactor
 from otelhooks.loop import Agent
-from otelhooks.providers import ProviderRequest, ScriptedProvider, StreamEvent, TextChunk
+from otelhooks.providers import Done, ProviderRequest, ScriptedProvider, StreamEvent, TextChunk
 from otelhooks.testing import InMemoryTracing, in_memory_tracing
 from otelhooks.tracing import setup_tracing
+
+from .test_redaction import SECRETS
 
 
 class OpenSpans(SpanProcessor):
@@ -513,7 +517,6 @@ async def test_secrets_on_fault_paths_never_reach_spans(
             LeakyProvider.calls += 1
             if LeakyProvider.calls == 1:
                 yield TextChunk("thinking")
-                from otelhooks.providers import Done
 
                 yield Done(
                     AssistantMessage(
@@ -591,3 +594,89 @@ def test_slow_endpoint_cannot_stall_shutdown() -> None:
         assert "18 failed to export" in stats.summary() or "dropped" in stats.summary()
     finally:
         server.shutdown()
+
+
+_FAULT_PATHS = [
+    "tool_raises",
+    "before_hook_raises",
+    "after_hook_raises",
+    "hook_times_out",
+    "provider_raises",
+    "progress",
+    "huge_result",
+]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    kind=st.sampled_from(sorted(SECRETS)),
+    path=st.sampled_from(_FAULT_PATHS),
+)
+def test_property_planted_secrets_never_leave_through_a_fault_path(kind: str, path: str) -> None:
+    text, secret = SECRETS[kind]
+    planted = f"context {text} more"
+    tracing = in_memory_tracing(redactor=Redactor())
+    log_out = io.StringIO()
+    logger = structlog.wrap_logger(
+        structlog.PrintLogger(log_out),
+        processors=[
+            RedactingProcessor(Redactor()),
+            structlog.processors.JSONRenderer(),
+        ],
+    )
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def work(data: str, ctx: ToolContext) -> str:
+        if path == "tool_raises":
+            raise RuntimeError(f"failed on {data}")
+        if path == "progress":
+            ctx.progress({"partial": data})
+        if path == "huge_result":
+            return ("x" * 10_000) + data
+        return "ok"
+
+    def failing_hook(ctx: Any) -> None:
+        logger.error("hook failing", detail=planted)
+        raise ValueError(f"hook saw {planted}")
+
+    async def slow_hook(ctx: Any) -> None:
+        await asyncio.sleep(1)
+
+    hooks = Hooks([RedactionHook(Redactor())])
+    if path == "before_hook_raises":
+        hooks.add(before=failing_hook, name="b", before_failure="fail_open")
+    if path == "after_hook_raises":
+        hooks.add(after=failing_hook, name="a")
+    if path == "hook_times_out":
+        hooks.add(before=slow_hook, name=f"approval {planted}", timeout=0.01)
+
+    class Provider:
+        calls = 0
+
+        async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+            Provider.calls += 1
+            if Provider.calls == 1:
+                yield Done(
+                    AssistantMessage(tool_calls=(ToolCall("c1", "work", {"data": planted}),))
+                )
+            elif path == "provider_raises":
+                raise ConnectionError(f"upstream said {planted}")
+            else:
+                yield Done(AssistantMessage(text="done"))
+
+    agent = Agent(
+        Provider(),
+        tools=registry,
+        hooks=hooks,
+        tracer_provider=tracing.provider,
+        capture_content=True,
+    )
+    asyncio.run(agent.run(f"please use {planted}"))
+    exported = "\n".join(span.to_json() for span in tracing.spans())
+    assert secret not in exported
+    assert secret not in log_out.getvalue()
+    results = [m.content for m in agent.messages if isinstance(m, ToolResult)]
+    # The redaction hook ran on every result that reached the after phase; a block reason goes to
+    # the model as its hook wrote it (documented in the threat model).
+    assert all(secret not in r for r in results if not r.startswith("blocked:"))

@@ -176,7 +176,8 @@ DEFAULT_SENSITIVE_KEYS: tuple[tuple[str, str], ...] = (
     ("credit_card", r"credit[._ -]?card|card[._ -]?number|\bcvv\b|\bcvc\b"),
 )
 
-# Keys that are never scrubbed: identifiers a person needs to find the trace.
+# Keys never redacted for their name alone (``max_tokens`` is no token): identifiers a person
+# needs to find the trace. Their values still go through the secret patterns.
 DEFAULT_ALLOW_KEYS: frozenset[str] = frozenset(
     {
         A.GEN_AI_TOOL_NAME,
@@ -238,7 +239,9 @@ class Redactor:
     """Finds and replaces secrets. Immutable once built; safe to share between threads.
 
     ``patterns`` and ``sensitive_keys`` extend the defaults (or replace them with
-    ``use_defaults=False``); ``allow_keys`` are never scrubbed; ``callback(path, text)`` runs on
+    ``use_defaults=False``); ``allow_keys`` are never redacted for their name (their values are
+    still searched for secret patterns: a tool name or a call id comes from the model, which must
+    not be able to smuggle a key through it); ``callback(path, text)`` runs on
     every string after the built-in rules and returns a replacement or ``None``. A redactor built
     with ``enabled=False`` (see :meth:`disabled`) changes nothing: redaction is turned off only
     explicitly.
@@ -406,8 +409,6 @@ class Redactor:
             out: dict[Any, Any] | None = None
             for key, item in value.items():
                 sub_path = f"{path}.{key}" if path else str(key)
-                if isinstance(key, str) and key in self._allow:
-                    continue
                 kind = self.sensitive_key(key) if isinstance(key, str) else None
                 if kind is not None and _has_content(item):
                     new = redacted(kind)
