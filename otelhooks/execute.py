@@ -137,7 +137,7 @@ class ToolExecutor:
         )
         self.max_content_length = max_content_length
         self.tool_timeout = tool_timeout
-        self._attr_cache: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._attr_cache: dict[str, tuple[Tool, str, dict[str, Any]]] = {}
 
     # -- public entry points ------------------------------------------------------------------
 
@@ -440,7 +440,7 @@ class ToolExecutor:
         """The span name and the attributes of a call, the per-tool part built once."""
         if tool is not None:
             cached = self._attr_cache.get(tool.name)
-            if cached is None or self.registry.get(tool.name) is not tool:
+            if cached is None or cached[0] is not tool:  # new, or re-registered under its name
                 base: dict[str, Any] = {
                     A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
                     A.GEN_AI_TOOL_NAME: tool.name,
@@ -448,9 +448,9 @@ class ToolExecutor:
                 }
                 if tool.description:
                     base[A.GEN_AI_TOOL_DESCRIPTION] = tool.description
-                cached = (f"{A.OP_EXECUTE_TOOL} {tool.name}", base)
+                cached = (tool, f"{A.OP_EXECUTE_TOOL} {tool.name}", base)
                 self._attr_cache[tool.name] = cached
-            name, base = cached
+            _, name, base = cached
             attrs = base.copy()
         else:
             name = A.UNKNOWN_TOOL_SPAN_NAME

@@ -121,27 +121,23 @@ _CONTAINERS = (dict, list, tuple)
 
 
 def decode_arguments(arguments: Mapping[str, Any] | str) -> Mapping[str, Any]:
-    if type(arguments) is dict:  # the common case, without ABC checks
-        for value in arguments.values():
-            kind = type(value)
-            if kind in _CONTAINERS or (
-                kind not in _PLAIN and isinstance(value, (Mapping, list, tuple))
-            ):
-                _check_depth(arguments)
-                break
-        return arguments
-    if isinstance(arguments, str):
-        try:
-            decoded = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise InvalidArguments(f"arguments are not valid JSON: {exc.msg}") from None
-        except RecursionError:
-            raise InvalidArguments("arguments are nested too deeply") from None
-        arguments = decoded
-    if not isinstance(arguments, Mapping):
-        raise InvalidArguments(f"arguments must be a JSON object, got {type(arguments).__name__}")
+    """The arguments as a mapping (JSON text decoded), or :class:`InvalidArguments`."""
+    if type(arguments) is not dict:  # a plain dict, the common case, skips the ABC checks
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise InvalidArguments(f"arguments are not valid JSON: {exc.msg}") from None
+            except RecursionError:
+                raise InvalidArguments("arguments are nested too deeply") from None
+        if not isinstance(arguments, Mapping):
+            got = type(arguments).__name__
+            raise InvalidArguments(f"arguments must be a JSON object, got {got}")
     for value in arguments.values():
-        if isinstance(value, (Mapping, list, tuple)):
+        kind = type(value)
+        if kind in _CONTAINERS or (
+            kind not in _PLAIN and isinstance(value, (Mapping, list, tuple))
+        ):
             _check_depth(arguments)
             break
     return arguments

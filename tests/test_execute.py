@@ -234,12 +234,8 @@ async def test_after_hooks_see_previous_override_and_fields_are_kept(
     assert seen == [("ok", False), ("ok", False)]
 
 
-class _Raising:
-    def __init__(self, phase: str, policy: str | None) -> None:
-        self.phase, self.policy = phase, policy
-
-    def __call__(self, ctx: Any) -> Any:
-        raise RuntimeError("hook bug with password=hunter2")
+def _raising(ctx: Any) -> Any:
+    raise RuntimeError("hook bug with password=hunter2")
 
 
 @pytest.mark.parametrize("policy", [None, "fail_closed", "fail_open"])
@@ -247,7 +243,7 @@ async def test_before_hook_that_raises_follows_its_policy(
     registry: ToolRegistry, otelhooks_tracing: InMemoryTracing, policy: str | None
 ) -> None:
     hooks = Hooks()
-    hooks.add(before=_Raising("before", policy), name="buggy", before_failure=policy)  # type: ignore[arg-type]
+    hooks.add(before=_raising, name="buggy", before_failure=policy)  # type: ignore[arg-type]
     executor = ToolExecutor(registry, hooks, tracer_provider=otelhooks_tracing.provider)
     result = await executor.execute(ToolCall("c1", "echo", {"text": "hi"}))
     span = otelhooks_tracing.tool_span(call_id="c1")
@@ -276,7 +272,7 @@ async def test_after_hook_that_raises_follows_its_policy(
     registry: ToolRegistry, otelhooks_tracing: InMemoryTracing, policy: str | None
 ) -> None:
     hooks = Hooks()
-    hooks.add(after=_Raising("after", policy), name="buggy", after_failure=policy)  # type: ignore[arg-type]
+    hooks.add(after=_raising, name="buggy", after_failure=policy)  # type: ignore[arg-type]
     executor = ToolExecutor(registry, hooks, tracer_provider=otelhooks_tracing.provider)
     result = await executor.execute(ToolCall("c1", "echo", {"text": "hi"}))
     span = otelhooks_tracing.tool_span(call_id="c1")
