@@ -1,7 +1,7 @@
 """Attribute and span names: the observable contract, in one place.
 
-GenAI names follow the OpenTelemetry GenAI semantic conventions (the values equal the constants in
-``opentelemetry.semconv._incubating.attributes.gen_ai_attributes``; a test checks they stay equal).
+GenAI and MCP names follow the OpenTelemetry semantic conventions (the values equal the constants in
+``opentelemetry.semconv._incubating.attributes``; a test checks they stay equal).
 Names under ``otelhooks.`` are this project's own.
 """
 
@@ -18,15 +18,52 @@ GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
 GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
 GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
 GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TOP_P: Final = "gen_ai.request.top_p"
+GEN_AI_REQUEST_TOP_K: Final = "gen_ai.request.top_k"
+GEN_AI_REQUEST_STOP_SEQUENCES: Final = "gen_ai.request.stop_sequences"
+GEN_AI_REQUEST_SEED: Final = "gen_ai.request.seed"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
 GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
 GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
 GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
 ERROR_TYPE: Final = "error.type"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+NETWORK_TRANSPORT: Final = "network.transport"
+NETWORK_PROTOCOL_NAME: Final = "network.protocol.name"
+
+# MCP semantic conventions.
+MCP_METHOD_NAME: Final = "mcp.method.name"
+MCP_SESSION_ID: Final = "mcp.session.id"
+MCP_PROTOCOL_VERSION: Final = "mcp.protocol.version"
+MCP_RESOURCE_URI: Final = "mcp.resource.uri"
+JSONRPC_REQUEST_ID: Final = "jsonrpc.request.id"
+JSONRPC_PROTOCOL_VERSION: Final = "jsonrpc.protocol.version"
+RPC_RESPONSE_STATUS_CODE: Final = "rpc.response.status_code"
 
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_CHAT: Final = "chat"
+# GenAI finish reasons (the conventions' vocabulary).
+FINISH_STOP: Final = "stop"
+FINISH_TOOL_CALL: Final = "tool_call"
+FINISH_LENGTH: Final = "length"
+FINISH_CONTENT_FILTER: Final = "content_filter"
+FINISH_ERROR: Final = "error"
 TOOL_TYPE_FUNCTION: Final = "function"
 
 # Span names of the three phases of one tool call.
@@ -45,10 +82,13 @@ RESULT_OVERRIDDEN: Final = "otelhooks.result.overridden"
 CANCELLED: Final = "otelhooks.cancelled"
 REDACTED_PATHS: Final = "otelhooks.redacted.paths"
 TURN_INDEX: Final = "otelhooks.turn.index"
+TERMINATE: Final = "otelhooks.terminate"
+ARGUMENTS_PREPARED: Final = "otelhooks.arguments.prepared"
 
 # Span events.
 EVENT_HOOK: Final = "otelhooks.hook"
 EVENT_PROGRESS: Final = "otelhooks.tool.progress"
+EVENT_PREPARE_ARGUMENTS: Final = "otelhooks.prepare_arguments"
 EVENT_HOOK_NAME: Final = "otelhooks.hook.name"
 EVENT_HOOK_DECISION: Final = "otelhooks.hook.decision"
 EVENT_HOOK_DURATION_MS: Final = "otelhooks.hook.duration_ms"
@@ -67,5 +107,7 @@ ERR_HOOK_FAILED: Final = "hook_failed"
 ERR_HOOK_TIMEOUT: Final = "hook_timeout"
 ERR_TOOL_TIMEOUT: Final = "tool_timeout"
 ERR_CANCELLED: Final = "cancelled"
+ERR_TOOL_ERROR: Final = "tool_error"  # the result says it failed (is_error), nothing raised
+ERR_TRUNCATED: Final = "truncated"  # the model's message was cut by the token limit
 
 CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

@@ -17,7 +17,7 @@ from opentelemetry.trace import TracerProvider
 
 from .builtin import RedactionHook, Redactor, StructlogEvents
 from .hooks import AfterToolCallContext, BeforeDecision, BeforeToolCallContext, Hooks, block
-from .loop import Agent
+from .loop import Agent, RunResult
 from .messages import AssistantMessage, ToolCall
 from .providers import ScriptedProvider, quote_last_tool_result
 from .tools import ToolRegistry
@@ -149,9 +149,9 @@ async def run_cases(
     tracer_provider: TracerProvider | None,
     after_case: Callable[[str], None] | None = None,
     logger: Any = None,
-) -> dict[str, AssistantMessage]:
+) -> dict[str, RunResult]:
     """Run the named cases one after the other; return each one's final message."""
-    finals: dict[str, AssistantMessage] = {}
+    finals: dict[str, RunResult] = {}
     for name in names:
         case = DEMO_CASES[name]
         transcript.note(f"otelhooks demo: {name}", case=name)

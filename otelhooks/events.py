@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any, ClassVar
 
-from .messages import AssistantMessage, Message, StopReason, ToolCall, ToolResult
+from .messages import AgentMessage, AssistantMessage, StopReason, ToolCall, ToolResult
 
 
 def _plain(value: Any) -> Any:
@@ -59,7 +59,7 @@ class AgentEnd(AgentEvent):
     type: ClassVar[str] = "agent_end"
     run_id: str
     stop_reason: StopReason
-    messages: tuple[Message, ...]
+    messages: tuple[AgentMessage, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ class MessageStart(AgentEvent):
 @dataclass(frozen=True, slots=True)
 class MessageEnd(AgentEvent):
     type: ClassVar[str] = "message_end"
-    message: Message
+    message: AgentMessage
 
 
 @dataclass(frozen=True, slots=True)

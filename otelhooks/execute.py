@@ -11,7 +11,7 @@ The span tree of one call::
     execute_tool {tool}          gen_ai.* attributes, otelhooks.decision, error.type
       before                     validation and the before-hooks (one event per hook)
       run                        the handler (absent when the call was blocked or invalid)
-      after                      the after-hooks (absent when run is)
+      after                      the after-hooks (present whenever run is, hooks or not)
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import json
-import os
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,8 +31,8 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
 from . import attributes as A
 from .cancel import CancelSignal
+from .content import Capture, cap_text, capture_from_env, parse_capture, to_json_text
 from .hooks import (
-    NO_HOOKS,
     AfterToolCallContext,
     BeforeOutcome,
     BeforeToolCallContext,
@@ -43,41 +42,27 @@ from .hooks import (
     PhaseHooks,
     ToolCallRecord,
     readonly_args,
+    report_hook_failure,
     run_after_chain,
     run_before_chain,
 )
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult
-from .tools import InvalidArguments, Tool, ToolOutput, ToolRegistry
+from .tools import InvalidArguments, Tool, ToolOutput, ToolRegistry, decode_arguments
 from .version import __version__
 
 UpdateCallback = Callable[[ToolCall, Any], None]
 
 _EMPTY_CONTEXT = AgentContext()
 _NOT_WATCHED = contextlib.nullcontext()
-_MAX_NAME_ATTR = 256
+_MAX_NAME_ATTR = 200  # plus the cut's marker: under 256 characters
+_MAX_STATUS = 200
 
+DEFAULT_TOOL_TIMEOUT: float = 180.0
+"""Seconds a tool call may run when neither the tool nor the call sets a timeout (Pi's default)."""
 
-def capture_content_from_env() -> bool:
-    """The standard opt-in: ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``."""
-    return os.environ.get(A.CAPTURE_CONTENT_ENV, "").strip().lower() in ("true", "1", "yes")
-
-
-def cap_text(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, saying how long it was when cut."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}…[truncated: {len(text)} chars in all]"
-
-
-def to_json_text(value: Any) -> str:
-    """JSON for anything: unknown objects by ``str``; never raises."""
-    try:
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError, RecursionError):  # circular, invalid keys, too deep
-        try:
-            return str(value)
-        except Exception:
-            return f"<{type(value).__name__} that cannot be shown>"
+TIMEOUT_ARGUMENT = "timeout"
+"""A tool whose parameters include a numeric ``timeout`` (seconds) lets each call set its own
+bound, as in Pi: a positive number replaces the default for that call, ``0`` disables it."""
 
 
 def _error_text(exc: BaseException) -> str:
@@ -95,12 +80,14 @@ class PreparedCall:
     span_context: otel_context.Context
     start: float
     hooks: PhaseHooks
+    chain: HookChain
     context: AgentContext
     signal: CancelSignal
     tool: Tool | None = None
     assistant_message: AssistantMessage | None = None
     on_update: UpdateCallback | None = None
     watched: bool = False  # a caller's signal: it may cancel this call's task
+    timeout: float | None = None  # the caller's per-call override (0 disables)
     args: Mapping[str, Any] = field(default_factory=dict)
     rewritten: bool = False
     deciding_hook: str | None = None
@@ -115,8 +102,12 @@ class ToolExecutor:
     """Executes tool calls through the hook boundary and traces each one.
 
     ``tracer_provider`` defaults to the global one. Content (arguments and results) goes on spans
-    only when ``capture_content`` is true (default: the standard environment variable), cut to
-    ``max_content_length`` characters. ``tool_timeout`` (seconds) applies to tools that set none.
+    when ``capture_content`` says so (``True``, a :class:`~otelhooks.content.Capture` mode, or by
+    default the standard environment variable), scrubbed by the hooks' redaction and then cut to
+    ``max_content_length`` characters. ``tool_timeout`` (seconds, default
+    :data:`DEFAULT_TOOL_TIMEOUT`; ``None`` disables it) bounds tools that set no timeout of their
+    own; it applies to async handlers and to handlers that run in a worker thread (a sync handler
+    running inline holds the event loop, so no timer could fire).
     """
 
     def __init__(
@@ -125,16 +116,17 @@ class ToolExecutor:
         hooks: Hooks | HookChain | None = None,
         *,
         tracer_provider: TracerProvider | None = None,
-        capture_content: bool | None = None,
+        capture_content: bool | str | Capture | None = None,
         max_content_length: int = 4096,
-        tool_timeout: float | None = None,
+        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
     ) -> None:
         self.registry = registry
         self.hooks = hooks if hooks is not None else Hooks()
         self.tracer = trace.get_tracer("otelhooks", __version__, tracer_provider=tracer_provider)
-        self.capture_content = (
-            capture_content_from_env() if capture_content is None else capture_content
+        self.capture = (
+            capture_from_env() if capture_content is None else parse_capture(capture_content)
         )
+        self.capture_content = self.capture.on_span
         self.max_content_length = max_content_length
         self.tool_timeout = tool_timeout
         self._attr_cache: dict[str, tuple[Tool, str, dict[str, Any]]] = {}
@@ -150,8 +142,13 @@ class ToolExecutor:
         signal: CancelSignal | None = None,
         on_update: UpdateCallback | None = None,
         hooks: HookChain | None = None,
+        timeout: float | None = None,
     ) -> ToolResult:
-        """Run one call through before -> run -> after and return its result."""
+        """Run one call through before -> run -> after and return its result.
+
+        ``timeout`` (seconds) overrides the tool's and the executor's for this call; ``0``
+        disables it.
+        """
         prepared = await self.prepare(
             call,
             assistant_message=assistant_message,
@@ -159,6 +156,7 @@ class ToolExecutor:
             signal=signal,
             on_update=on_update,
             hooks=hooks,
+            timeout=timeout,
         )
         return await self.finish(prepared)
 
@@ -173,6 +171,7 @@ class ToolExecutor:
         hooks: HookChain | None = None,
         parent: otel_context.Context | None = None,
         links: Sequence[Link] | None = None,
+        timeout: float | None = None,
     ) -> PreparedCall:
         """Start the call's span and run its before phase (validation and before-hooks).
 
@@ -182,6 +181,7 @@ class ToolExecutor:
         prepared = self._start(call, parent, links, hooks, context, signal)
         prepared.assistant_message = assistant_message
         prepared.on_update = on_update
+        prepared.timeout = timeout
         try:
             with prepared.signal.watching() if prepared.watched else _NOT_WATCHED:
                 await self._before(prepared)
@@ -230,8 +230,17 @@ class ToolExecutor:
     ) -> ToolResult:
         """End a call that will not run (``otelhooks.decision=skip``) with an error result."""
         prepared = self._start(call, parent, links, hooks, context, None)
+        return self.skip_prepared(prepared, reason)
+
+    def skip_prepared(self, prepared: PreparedCall, reason: str) -> ToolResult:
+        """End a prepared call without running it (``otelhooks.decision=skip``): its span keeps
+        the ``before`` child it has, and the result is an error result with ``reason``."""
+        if prepared.result is not None:
+            return prepared.result
         prepared.decision = A.DECISION_SKIP
-        result = prepared.result = ToolResult(call.id, str(call.name), reason, None, True)
+        result = prepared.result = ToolResult(
+            prepared.call.id, str(prepared.call.name), reason, None, True
+        )
         self._end(prepared)
         return result
 
@@ -249,12 +258,16 @@ class ToolExecutor:
         span_name, attrs = self._span_identity(call, tool)
         span = self.tracer.start_span(span_name, parent, SpanKind.INTERNAL, attrs, links)
         chain = hooks if hooks is not None else self._chain()
+        phase_hooks = chain.for_tool(call.name if tool is not None else str(call.name))
+        if tool is None and (phase_hooks.before or phase_hooks.after):
+            phase_hooks = PhaseHooks((), (), phase_hooks.observers)  # observers only
         return PreparedCall(
             call=call,
             span=span,
             span_context=trace.set_span_in_context(span, parent),
             start=time.perf_counter(),
-            hooks=chain.for_tool(call.name) if tool is not None else NO_HOOKS,
+            hooks=phase_hooks,
+            chain=chain,
             context=context or _EMPTY_CONTEXT,
             signal=signal or CancelSignal(),
             tool=tool,
@@ -273,7 +286,7 @@ class ToolExecutor:
                 return
             args: Mapping[str, Any]
             try:
-                args = p.tool.validate(p.call.arguments)
+                args = p.tool.validate(self._prepared_arguments(p.tool, p.call, span))
             except InvalidArguments as exc:
                 exc = InvalidArguments(f"invalid arguments for tool {p.tool.name!r}: {exc}")
                 self._fail_before(p, span, A.ERR_INVALID_ARGUMENTS, exc)
@@ -297,7 +310,7 @@ class ToolExecutor:
                     raise
                 finally:
                     otel_context.detach(token)
-                self._record_runs(span, outcome.runs)
+                self._record_runs(p, span, outcome.runs)
                 args = outcome.args
                 self._decide(p, span, outcome)
             else:
@@ -308,11 +321,36 @@ class ToolExecutor:
         finally:
             span.end()
 
+    def _prepared_arguments(
+        self, tool: Tool, call: ToolCall, span: Span
+    ) -> Mapping[str, Any] | str:
+        """The call's raw arguments after the tool's ``prepare_arguments`` (if any)."""
+        prepare = tool.prepare_arguments
+        if prepare is None:
+            return call.arguments
+        raw = decode_arguments(call.arguments)
+        try:
+            prepared = prepare(dict(raw))
+        except Exception as exc:
+            raise InvalidArguments(
+                f"prepare_arguments failed ({type(exc).__name__}: {exc})"
+            ) from None
+        if span.is_recording():
+            span.add_event(A.EVENT_PREPARE_ARGUMENTS, {A.ARGUMENTS_PREPARED: prepared != raw})
+        if not isinstance(prepared, (Mapping, str)):
+            raise InvalidArguments(
+                f"prepare_arguments returned {type(prepared).__name__}, not a mapping"
+            )
+        return prepared
+
     def _decide(self, p: PreparedCall, span: Span, outcome: BeforeOutcome) -> None:
         p.rewritten, p.deciding_hook = outcome.rewritten, outcome.deciding_hook
         if outcome.blocked:
-            p.decision, p.block_reason = A.DECISION_BLOCK, outcome.reason
-            p.result = ToolResult(p.call.id, p.call.name, f"blocked: {outcome.reason}", None, True)
+            reason = p.chain.scrub(outcome.reason)
+            p.decision, p.block_reason = A.DECISION_BLOCK, reason
+            p.result = ToolResult(
+                p.call.id, p.call.name, f"blocked: {reason}", None, True, outcome.terminate
+            )
             if outcome.failure is not None:
                 p.error_type = outcome.failure.error_type
                 if span.is_recording():
@@ -322,24 +360,45 @@ class ToolExecutor:
 
     def _fail_before(self, p: PreparedCall, span: Span, error_type: str, exc: Exception) -> None:
         p.error_type = error_type
-        p.result = ToolResult(p.call.id, str(p.call.name), f"error: {exc}", None, True)
+        p.result = ToolResult(
+            p.call.id, str(p.call.name), p.chain.scrub(f"error: {exc}"), None, True
+        )
         if span.is_recording():
             self._mark_error(span, error_type, str(exc))
+
+    def _timeout(self, p: PreparedCall, tool: Tool) -> tuple[float | None, bool]:
+        """The call's timeout, and whether it is the call's or the tool's own (not the
+        executor-wide default): the caller's override, then a numeric ``timeout`` argument the
+        tool declares, then the tool's, then the executor's. ``0`` disables."""
+        override = p.timeout
+        if override is None and TIMEOUT_ARGUMENT in p.args:
+            value = p.args[TIMEOUT_ARGUMENT]
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if number and math.isfinite(value) and value >= 0:
+                override = float(value)
+        if override is not None:
+            return (override or None), True
+        if tool.timeout is not None:
+            return tool.timeout, True
+        return self.tool_timeout, False
 
     async def _run(self, p: PreparedCall) -> ToolResult:
         tool = p.tool
         assert tool is not None
         span = self._phase_span(p, A.SPAN_RUN)
         token = otel_context.attach(self._phase_context(p, span))
-        timeout = tool.timeout if tool.timeout is not None else self.tool_timeout
+        timeout, own = self._timeout(p, tool)
+        in_thread = tool.blocking or (own and timeout is not None and not tool.is_async)
+        if not (tool.is_async or in_thread):
+            timeout = None  # an inline sync handler holds the loop: no timer could fire
         on_progress = self._progress_callback(p, span) if tool._context_param else None
         try:
             try:
                 if timeout is None:
-                    value = await self._invoke(p, tool, span, on_progress, False)
+                    value = await self._invoke(p, tool, span, on_progress, in_thread)
                 else:
                     async with asyncio.timeout(timeout):
-                        value = await self._invoke(p, tool, span, on_progress, not tool.is_async)
+                        value = await self._invoke(p, tool, span, on_progress, in_thread)
                 return self._to_result(p, value)
             except TimeoutError:
                 p.error_type = A.ERR_TOOL_TIMEOUT
@@ -376,18 +435,20 @@ class ToolExecutor:
             tool_call_id=p.call.id,
             signal=p.signal,
             on_progress=on_progress,
-            in_thread=in_thread or tool.blocking,
+            in_thread=in_thread,
         )
         if type(value) is not str and (inspect.isgenerator(value) or inspect.isasyncgen(value)):
             value = await self._drain(value, p, span)
         return value
 
     async def _after(self, p: PreparedCall, result: ToolResult) -> ToolResult:
+        """The after phase: always a span (the contract: before, run, after), hooks or not."""
+        span = self._phase_span(p, A.SPAN_AFTER)
         if not p.hooks.after:
+            span.end()
             return result
         tool = p.tool
         assert tool is not None
-        span = self._phase_span(p, A.SPAN_AFTER)
         token = otel_context.attach(self._phase_context(p, span))
         try:
             ctx = AfterToolCallContext(
@@ -406,7 +467,7 @@ class ToolExecutor:
                 if p.signal.absorbs(exc):
                     return self._cancelled_result(p, span)
                 raise
-            self._record_runs(span, outcome.runs)
+            self._record_runs(p, span, outcome.runs)
             if outcome.failure is not None:
                 p.error_type = outcome.failure.error_type
                 if span.is_recording():
@@ -456,13 +517,18 @@ class ToolExecutor:
             name = A.UNKNOWN_TOOL_SPAN_NAME
             attrs = {
                 A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
-                A.GEN_AI_TOOL_NAME: str(call.name)[:_MAX_NAME_ATTR],
+                A.GEN_AI_TOOL_NAME: cap_text(str(call.name), _MAX_NAME_ATTR),
                 A.GEN_AI_TOOL_TYPE: A.TOOL_TYPE_FUNCTION,
             }
-        attrs[A.GEN_AI_TOOL_CALL_ID] = str(call.id)[:_MAX_NAME_ATTR]
+        call_id = call.id if type(call.id) is str else str(call.id)
+        attrs[A.GEN_AI_TOOL_CALL_ID] = cap_text(call_id, _MAX_NAME_ATTR)
         return name, attrs
 
-    def _record_runs(self, span: Span, runs: list[HookRun]) -> None:
+    def _record_runs(self, p: PreparedCall, span: Span, runs: list[HookRun]) -> None:
+        for run in runs:
+            failure = run.failure
+            if failure is not None:
+                report_hook_failure(p.call, failure, p.chain.scrub)
         if not span.is_recording():
             return
         for run in runs:
@@ -484,6 +550,10 @@ class ToolExecutor:
         span.set_status(Status(StatusCode.ERROR, message))
         span.set_attribute(A.ERROR_TYPE, error_type)
 
+    def _content(self, p: PreparedCall, text: str) -> str:
+        """Text for a span: scrubbed by the hooks' redaction first, then cut."""
+        return cap_text(p.chain.scrub(text), self.max_content_length)
+
     def _progress_callback(self, p: PreparedCall, span: Span) -> Callable[[Any], None]:
         count = 0
 
@@ -494,7 +564,7 @@ class ToolExecutor:
                 attrs: dict[str, Any] = {A.EVENT_PROGRESS_INDEX: count}
                 if self.capture_content:
                     text = update if isinstance(update, str) else to_json_text(update)
-                    attrs[A.EVENT_PROGRESS_CONTENT] = cap_text(text, self.max_content_length)
+                    attrs[A.EVENT_PROGRESS_CONTENT] = self._content(p, text)
                 span.add_event(A.EVENT_PROGRESS, attrs)
             if p.on_update is not None:
                 try:
@@ -525,7 +595,15 @@ class ToolExecutor:
         if type(value) is str:
             return ToolResult(p.call.id, name, value)
         if isinstance(value, ToolOutput):
-            return ToolResult(p.call.id, name, value.content, value.details, value.is_error)
+            return ToolResult(
+                p.call.id,
+                name,
+                value.content,
+                value.details,
+                value.is_error,
+                value.terminate,
+                value.media,
+            )
         if isinstance(value, str):
             return ToolResult(p.call.id, name, value)
         if value is None:
@@ -547,11 +625,14 @@ class ToolExecutor:
         """Set the outcome on the tool span, tell the observers, end the span."""
         result = p.result
         assert result is not None
+        if result.is_error and p.error_type is None and p.decision == A.DECISION_ALLOW:
+            p.error_type = A.ERR_TOOL_ERROR  # the tool (or an after-hook) said it failed
         span = p.span
         if span.is_recording():
             span.set_attributes(self._outcome_attributes(p, result))
             if p.error_type is not None:
-                span.set_status(Status(StatusCode.ERROR, result.content[:200]))
+                description = cap_text(p.chain.scrub(result.content), _MAX_STATUS)
+                span.set_status(Status(StatusCode.ERROR, description))
         if p.hooks.observers:
             self._notify(p, result)
         span.end()
@@ -569,15 +650,17 @@ class ToolExecutor:
             attrs[A.BLOCK_REASON] = p.block_reason
         if p.overridden is not None:
             attrs[A.RESULT_OVERRIDDEN] = p.overridden
+        if result.terminate:
+            attrs[A.TERMINATE] = True
         if p.error_type is not None:
             attrs[A.ERROR_TYPE] = p.error_type
             if p.error_type == A.ERR_CANCELLED:
                 attrs[A.CANCELLED] = True
         if self.capture_content:
             if p.tool is not None and p.decision is not None:
-                arguments = to_json_text(dict(p.args))
-                attrs[A.GEN_AI_TOOL_CALL_ARGUMENTS] = cap_text(arguments, self.max_content_length)
-            attrs[A.GEN_AI_TOOL_CALL_RESULT] = cap_text(result.content, self.max_content_length)
+                attrs[A.GEN_AI_TOOL_CALL_ARGUMENTS] = self._content(p, to_json_text(dict(p.args)))
+            if not result.is_error:  # an error goes to the status and error.type
+                attrs[A.GEN_AI_TOOL_CALL_RESULT] = self._content(p, result.content)
         return attrs
 
     def _notify(self, p: PreparedCall, result: ToolResult) -> None:

@@ -4,12 +4,14 @@ Contracts
 ---------
 * A **before-hook** is called with a :class:`BeforeToolCallContext` and returns ``None`` or
   :func:`allow` (go on), :func:`block` (stop: the handler never runs, the after-hooks do not run,
-  the model gets ``blocked: <reason>``) or :func:`rewrite` (go on with new arguments, which are
+  the model gets ``blocked: <reason>``; ``block(reason, terminate=True)`` also asks the loop to
+  end the run after this batch) or :func:`rewrite` (go on with new arguments, which are
   validated against the tool's schema again). Hooks run in registration order; each sees the
   arguments as rewritten by the ones before it; the first block wins and ends the chain.
 * An **after-hook** is called with an :class:`AfterToolCallContext` and returns ``None`` (keep),
   a ``str`` (new content) or an :class:`AfterOverride`: a field-level override in which omitted
-  fields keep their values. Hooks run in order, each seeing the result as overridden so far.
+  fields keep their values (``terminate=True`` asks the loop to end the run after this batch).
+  Hooks run in order, each seeing the result as overridden so far.
 * An **observer** (``on_tool_call_end``) is called once per call with the final
   :class:`ToolCallRecord`, while the call's span is current. It cannot change anything.
 * Any of these may be sync or ``async``. A hook that raises, returns a value of the wrong type or
@@ -17,6 +19,16 @@ Contracts
   (before) or withholds the result (after); ``"fail_open"`` ignores the hook. The defaults are
   fail closed for before-hooks and fail open for after-hooks. Either way the failure is recorded
   on the trace and the call ends with a result. An observer that raises is recorded and ignored.
+* Every hook failure is also logged (a structlog ``hook.failed`` warning naming the hook, the
+  tool and what went wrong, a wrong return type by its name), so a hook meant to hide something
+  that fails open is never silent.
+* A hook that only applies to some tools (``tools=``, or a policy's tool patterns) is checked
+  against the registered tools: a pattern that matches no tool is a warning
+  (:class:`UnmatchedToolPattern`) naming the pattern and the tools there are, or an error with
+  ``strict=True``. A typo must not let the tool it meant run unguarded.
+* A hook object may offer ``scrub_text(text) -> text`` (the built-in redaction hook does): the
+  runtime then passes every text it writes itself for the model or a span through it (block
+  reasons, error messages, captured content) before anything is cut.
 * A hook never sees the runtime's own copy of the arguments: ``args`` is a read-only mapping and
   nested containers are copies.
 """
@@ -28,14 +40,18 @@ import copy
 import fnmatch
 import inspect
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Final, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, TypeVar, overload
 
 from .attributes import ERR_HOOK_FAILED, ERR_HOOK_TIMEOUT, ERR_INVALID_ARGUMENTS
 from .cancel import CancelSignal
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult, ToolSpec
+
+if TYPE_CHECKING:
+    from .tools import ToolRegistry
 
 FailurePolicy = Literal["fail_closed", "fail_open"]
 FAIL_CLOSED: Final = "fail_closed"
@@ -59,20 +75,27 @@ class BeforeDecision:
     block: bool = False
     reason: str = ""
     arguments: Mapping[str, Any] | None = None
+    terminate: bool = False
 
 
 _ALLOW: Final = BeforeDecision()
 
 
 def allow() -> BeforeDecision:
+    """Let the call go on unchanged (the same as returning ``None``)."""
     return _ALLOW
 
 
-def block(reason: str) -> BeforeDecision:
-    return BeforeDecision(block=True, reason=reason or "blocked")
+def block(reason: str, *, terminate: bool = False) -> BeforeDecision:
+    """Stop the call: the handler never runs and the model gets ``blocked: <reason>``.
+
+    With ``terminate=True`` the loop ends the run after the current batch of tool calls.
+    """
+    return BeforeDecision(block=True, reason=reason or "blocked", terminate=terminate)
 
 
 def rewrite(arguments: Mapping[str, Any]) -> BeforeDecision:
+    """Go on with these arguments instead; they are validated against the tool's schema again."""
     return BeforeDecision(arguments=dict(arguments))
 
 
@@ -83,6 +106,7 @@ class AfterOverride:
     content: str | _Keep = KEEP
     details: Any = KEEP
     is_error: bool | _Keep = KEEP
+    terminate: bool | _Keep = KEEP
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +169,17 @@ AfterResult: TypeAlias = AfterOverride | str | None
 BeforeHookFn: TypeAlias = Callable[[BeforeToolCallContext], Any]
 AfterHookFn: TypeAlias = Callable[[AfterToolCallContext], Any]
 ObserverFn: TypeAlias = Callable[[ToolCallRecord], Any]
+ScrubFn: TypeAlias = Callable[[str], str]
+BeforeF = TypeVar("BeforeF", bound=BeforeHookFn)
+AfterF = TypeVar("AfterF", bound=AfterHookFn)
+
+
+class UnmatchedToolPattern(UserWarning):
+    """A hook's tool pattern matches no registered tool (a typo lets the tool run unguarded)."""
+
+
+class UnmatchedToolPatternError(ValueError):
+    """Raised instead of :class:`UnmatchedToolPattern` when the check is strict."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -159,6 +194,8 @@ class RegisteredHook:
     timeout: float | None = None
     before_failure: FailurePolicy = FAIL_CLOSED
     after_failure: FailurePolicy = FAIL_OPEN
+    scrub: ScrubFn | None = None
+    patterns: tuple[str, ...] = ()  # tool patterns of the hook's own (a policy's list)
     _exact: frozenset[str] = field(default=frozenset(), repr=False)
     _globs: tuple[str, ...] = field(default=(), repr=False)
 
@@ -178,6 +215,15 @@ class RegisteredHook:
         if self.tools is None or tool_name in self._exact:
             return True
         return any(fnmatch.fnmatchcase(tool_name, g) for g in self._globs)
+
+    def unmatched_patterns(self, tool_names: Iterable[str]) -> list[str]:
+        """The hook's tool patterns (``tools`` and its own) that match none of ``tool_names``."""
+        names = list(tool_names)
+        return [
+            pattern
+            for pattern in (*(self.tools or ()), *self.patterns)
+            if not any(fnmatch.fnmatchcase(name, pattern) for name in names)
+        ]
 
 
 def _is_glob(pattern: str) -> bool:
@@ -199,11 +245,23 @@ NO_HOOKS: Final = PhaseHooks((), (), ())
 class HookChain:
     """An immutable, ordered set of registrations, with the per-tool selection cached."""
 
-    __slots__ = ("_cache", "hooks")
+    __slots__ = ("_cache", "_scrubbers", "hooks")
 
     def __init__(self, hooks: Iterable[RegisteredHook] = ()) -> None:
         self.hooks: tuple[RegisteredHook, ...] = tuple(hooks)
         self._cache: dict[str, PhaseHooks] = {}
+        self._scrubbers = tuple(h.scrub for h in self.hooks if h.scrub is not None)
+
+    def scrub(self, text: str) -> str:
+        """``text`` through every registered hook's ``scrub_text`` (unchanged when none)."""
+        for scrub in self._scrubbers:
+            text = scrub(text)
+        return text
+
+    def check_tools(self, tool_names: Iterable[str], *, strict: bool = False) -> list[str]:
+        """Warn about (or with ``strict`` raise on) tool patterns that match no tool; returns
+        the messages."""
+        return check_tool_patterns(self.hooks, tool_names, strict=strict)
 
     def for_tool(self, tool_name: str) -> PhaseHooks:
         found = self._cache.get(tool_name)
@@ -221,18 +279,55 @@ class HookChain:
         return found
 
 
+def check_tool_patterns(
+    hooks: Iterable[RegisteredHook], tool_names: Iterable[str], *, strict: bool = False
+) -> list[str]:
+    """Warn (:class:`UnmatchedToolPattern`) about each hook tool pattern that matches none of
+    ``tool_names``, or raise :class:`UnmatchedToolPatternError` when ``strict``."""
+    names = sorted(tool_names)
+    problems = []
+    for hook in hooks:
+        for pattern in hook.unmatched_patterns(names):
+            problems.append(
+                f"hook {hook.name!r}: tool pattern {pattern!r} matches no registered tool; "
+                f"the tools are: {', '.join(names) or 'none'}"
+            )
+    if problems and strict:
+        raise UnmatchedToolPatternError("; ".join(problems))
+    for problem in problems:
+        warnings.warn(problem, UnmatchedToolPattern, stacklevel=3)
+    return problems
+
+
 class Hooks:
     """The mutable list of hook registrations an agent or executor uses.
 
     ``snapshot()`` gives the :class:`HookChain` a run or a turn uses, so that registering a hook
-    while a turn runs affects the next turn only.
+    while a turn runs affects the next turn only. With ``registry``, each registration's tool
+    patterns are checked against its tools at once (see :meth:`check_tools`); ``strict`` makes a
+    pattern that matches nothing an error instead of a warning. Agents and executors check again
+    when they start.
     """
 
-    def __init__(self, hooks: Iterable[Any] = ()) -> None:
+    def __init__(
+        self,
+        hooks: Iterable[Any] = (),
+        *,
+        registry: ToolRegistry | None = None,
+        strict: bool = False,
+    ) -> None:
         self._hooks: list[RegisteredHook] = []
         self._chain: HookChain | None = None
+        self.registry = registry
+        self.strict = strict
         for h in hooks:
             self.add(h)
+
+    def check_tools(self, tool_names: Iterable[str], *, strict: bool | None = None) -> list[str]:
+        """Warn about tool patterns that match none of ``tool_names`` (raise when strict)."""
+        return check_tool_patterns(
+            self._hooks, tool_names, strict=self.strict if strict is None else strict
+        )
 
     def add(
         self,
@@ -255,7 +350,16 @@ class Hooks:
         if isinstance(hook, RegisteredHook):
             registered = hook
         else:
+            if inspect.isclass(hook):
+                raise TypeError(
+                    f"hooks.add() got the class {hook.__name__}; pass an instance: "
+                    f"hooks.add({hook.__name__}(...))"
+                )
+            scrub: ScrubFn | None = None
+            own_patterns: tuple[str, ...] = ()
             if hook is not None:
+                scrub = getattr(hook, "scrub_text", None)
+                own_patterns = tuple(getattr(hook, "patterns", None) or ())
                 before = before or getattr(hook, "before_tool_call", None)
                 after = after or getattr(hook, "after_tool_call", None)
                 observe = observe or getattr(hook, "on_tool_call_end", None)
@@ -267,7 +371,11 @@ class Hooks:
             if before is None and after is None and observe is None:
                 raise TypeError(
                     "a hook needs before_tool_call, after_tool_call or on_tool_call_end"
+                    f" (got {type(hook).__name__})"
                 )
+            for label, fn_ in (("before", before), ("after", after), ("observe", observe)):
+                if fn_ is not None and not callable(fn_):
+                    raise TypeError(f"hook {label} must be callable, got {type(fn_).__name__}")
             fn = before or after or observe
             registered = RegisteredHook(
                 name=str(name or getattr(fn, "__name__", "hook")),
@@ -278,40 +386,101 @@ class Hooks:
                 timeout=timeout,
                 before_failure=before_failure or FAIL_CLOSED,
                 after_failure=after_failure or FAIL_OPEN,
+                scrub=scrub,
+                patterns=own_patterns,
             )
+        if self.registry is not None:
+            check_tool_patterns([registered], [t.name for t in self.registry], strict=self.strict)
         self._hooks.append(registered)
         self._chain = None
         return registered
 
-    def before(self, fn: BeforeHookFn | None = None, /, **options: Any) -> Any:
-        """Register a before-hook: ``@hooks.before`` or ``@hooks.before(tools=...)``."""
+    @overload
+    def before(self, fn: BeforeF, /) -> BeforeF: ...
 
-        def decorate(f: BeforeHookFn) -> BeforeHookFn:
-            self.add(before=f, **options)
+    @overload
+    def before(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        tools: str | Iterable[str] | None = None,
+        timeout: float | None = None,
+        before_failure: FailurePolicy | None = None,
+    ) -> Callable[[BeforeF], BeforeF]: ...
+
+    def before(
+        self,
+        fn: BeforeF | None = None,
+        /,
+        *,
+        name: str | None = None,
+        tools: str | Iterable[str] | None = None,
+        timeout: float | None = None,
+        before_failure: FailurePolicy | None = None,
+    ) -> BeforeF | Callable[[BeforeF], BeforeF]:
+        """Register a before-hook: ``@hooks.before`` or ``@hooks.before(tools=...)``; the
+        function is returned unchanged."""
+
+        def decorate(f: BeforeF) -> BeforeF:
+            self.add(
+                before=f, name=name, tools=tools, timeout=timeout, before_failure=before_failure
+            )
             return f
 
         return decorate(fn) if fn is not None else decorate
 
-    def after(self, fn: AfterHookFn | None = None, /, **options: Any) -> Any:
-        """Decorator registering an after-hook: ``@hooks.after`` or ``@hooks.after(tools=...)``."""
+    @overload
+    def after(self, fn: AfterF, /) -> AfterF: ...
 
-        def decorate(f: AfterHookFn) -> AfterHookFn:
-            self.add(after=f, **options)
+    @overload
+    def after(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        tools: str | Iterable[str] | None = None,
+        timeout: float | None = None,
+        after_failure: FailurePolicy | None = None,
+    ) -> Callable[[AfterF], AfterF]: ...
+
+    def after(
+        self,
+        fn: AfterF | None = None,
+        /,
+        *,
+        name: str | None = None,
+        tools: str | Iterable[str] | None = None,
+        timeout: float | None = None,
+        after_failure: FailurePolicy | None = None,
+    ) -> AfterF | Callable[[AfterF], AfterF]:
+        """Register an after-hook: ``@hooks.after`` or ``@hooks.after(tools=...,
+        after_failure="fail_closed")``; the function is returned unchanged."""
+
+        def decorate(f: AfterF) -> AfterF:
+            self.add(after=f, name=name, tools=tools, timeout=timeout, after_failure=after_failure)
             return f
 
         return decorate(fn) if fn is not None else decorate
 
     def remove(self, registered: RegisteredHook) -> None:
+        """Unregister a hook (as returned by :meth:`add`)."""
         self._hooks.remove(registered)
         self._chain = None
 
     def snapshot(self) -> HookChain:
+        """The current registrations as an immutable :class:`HookChain` (cached until changed)."""
         if self._chain is None:
             self._chain = HookChain(self._hooks)
         return self._chain
 
     def __len__(self) -> int:
         return len(self._hooks)
+
+    def __iter__(self) -> Iterator[RegisteredHook]:
+        return iter(list(self._hooks))
 
 
 # --- running a chain --------------------------------------------------------------------------
@@ -342,6 +511,7 @@ class BeforeOutcome:
     args: Mapping[str, Any]
     blocked: bool = False
     reason: str = ""
+    terminate: bool = False
     deciding_hook: str | None = None
     rewritten: bool = False
     failure: HookFailure | None = None  # the failure that blocked the call (fail closed)
@@ -398,6 +568,22 @@ async def call_hook(hook: RegisteredHook, fn: Callable[[Any], Any], ctx: Any) ->
         ) from None
 
 
+def report_hook_failure(call: ToolCall, failure: HookFailure, scrub: ScrubFn | None = None) -> None:
+    """Log a hook failure as a structlog ``hook.failed`` warning (besides its span event); the
+    message goes through ``scrub`` first (an exception message may quote a secret)."""
+    import structlog
+
+    message = str(failure)
+    structlog.get_logger("otelhooks").warning(
+        "hook.failed",
+        hook=failure.hook,
+        tool_name=str(call.name),
+        call_id=str(call.id),
+        error_type=failure.error_type,
+        message=scrub(message) if scrub is not None else message,
+    )
+
+
 def _ms_since(start: float) -> float:
     return (time.perf_counter() - start) * 1000.0
 
@@ -437,6 +623,7 @@ async def run_before_chain(
                     value.reason,
                     hook.name,
                 )
+                outcome.terminate = value.terminate
                 return outcome
             if value.arguments is not None:
                 try:
@@ -498,11 +685,15 @@ async def run_after_chain(
             if isinstance(value, str):
                 value = AfterOverride(content=value)
             elif not isinstance(value, AfterOverride):
+                got = (
+                    "a before-hook decision (allow/block/rewrite)"
+                    if isinstance(value, BeforeDecision)
+                    else type(value).__name__
+                )
                 raise HookFailure(
                     hook.name,
                     ERR_HOOK_FAILED,
-                    f"hook {hook.name!r} returned {type(value).__name__}; "
-                    "expected AfterOverride, str or None",
+                    f"after-hook {hook.name!r} returned {got}; expected AfterOverride, str or None",
                     None,
                 )
             try:
@@ -545,8 +736,16 @@ def apply_override(result: ToolResult, override: AfterOverride) -> ToolResult:
     content = result.content if override.content is KEEP else override.content
     details = result.details if override.details is KEEP else override.details
     is_error = result.is_error if override.is_error is KEEP else override.is_error
-    if not isinstance(content, str) or not isinstance(is_error, bool):
-        raise TypeError("AfterOverride.content must be a str and is_error a bool")
-    if content is result.content and details is result.details and is_error is result.is_error:
+    terminate = result.terminate if override.terminate is KEEP else override.terminate
+    if not isinstance(content, str):
+        raise TypeError(f"AfterOverride.content must be a str, got {type(content).__name__}")
+    if not isinstance(is_error, bool) or not isinstance(terminate, bool):
+        raise TypeError("AfterOverride.is_error and AfterOverride.terminate must be bools")
+    if (
+        content is result.content
+        and details is result.details
+        and is_error is result.is_error
+        and terminate is result.terminate
+    ):
         return result
-    return ToolResult(result.tool_call_id, result.tool_name, content, details, is_error)
+    return replace(result, content=content, details=details, is_error=is_error, terminate=terminate)

@@ -10,11 +10,12 @@ then decides whether another turn follows.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from opentelemetry import context as otel_context
@@ -23,6 +24,7 @@ from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 
 from . import attributes as A
 from .cancel import CancelSignal
+from .content import Capture, capture_from_env, parse_capture
 from .events import (
     AgentEnd,
     AgentEvent,
@@ -38,14 +40,17 @@ from .events import (
     TurnEnd,
     TurnStart,
 )
-from .execute import PreparedCall, ToolExecutor
+from .execute import DEFAULT_TOOL_TIMEOUT, PreparedCall, ToolExecutor
 from .hooks import HookChain, Hooks
 from .messages import (
     AgentContext,
+    AgentMessage,
     AssistantMessage,
     Message,
+    StopReason,
     ToolCall,
     ToolResult,
+    Usage,
     UserMessage,
 )
 from .providers.base import Done, Provider, ProviderRequest, TextChunk, ToolCallChunk
@@ -55,9 +60,61 @@ from .version import __version__
 logger = logging.getLogger("otelhooks.loop")
 
 ToolExecution = Literal["parallel", "sequential"]
+QueueMode = Literal["one-at-a-time", "all"]
 Subscriber = Callable[[AgentEvent], Any]
+TransformContext = Callable[
+    [list[AgentMessage], CancelSignal], Awaitable[Sequence[AgentMessage]] | Sequence[AgentMessage]
+]
+ConvertMessages = Callable[[Sequence[AgentMessage]], Sequence[Message]]
 
 SKIPPED_FOR_STEERING = "Skipped due to queued user message."
+
+
+def truncated_call_message(name: str) -> str:
+    """The error result of a tool call from a message cut by the token limit (Pi's wording)."""
+    return (
+        f'Tool call "{name}" was not executed: the response hit the output token limit, so its '
+        "arguments may be truncated. Re-issue the tool call with complete arguments."
+    )
+
+
+def keep_provider_messages(messages: Sequence[AgentMessage]) -> list[Message]:
+    """The default ``convert_messages``: user, assistant and tool-result messages pass; an
+    application's own message types (:class:`~otelhooks.messages.CustomMessage`) are dropped."""
+    return [m for m in messages if isinstance(m, (UserMessage, AssistantMessage, ToolResult))]
+
+
+class AgentStateError(RuntimeError):
+    """The agent cannot do what was asked in its current state (nothing to continue from, or a
+    run already in progress). Nothing was sent to the provider."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What one run did: the messages it added (the prompt, queued messages, assistant messages
+    and tool results, in order), its last assistant message and the usage summed over its turns.
+    ``text``, ``stop_reason``, ``error_message`` and ``tool_calls`` are the last message's."""
+
+    run_id: str
+    messages: tuple[AgentMessage, ...]
+    final: AssistantMessage
+    usage: Usage
+
+    @property
+    def text(self) -> str:
+        return self.final.text
+
+    @property
+    def stop_reason(self) -> StopReason:
+        return self.final.stop_reason
+
+    @property
+    def error_message(self) -> str | None:
+        return self.final.error_message
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return self.final.tool_calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,13 +127,33 @@ class _Turn:
     hooks: HookChain
 
 
+@dataclass(slots=True)
+class _Run:
+    """The state of the run in progress."""
+
+    run_id: str
+    signal: CancelSignal
+    context: otel_context.Context
+    added: list[AgentMessage]
+    usage: Usage = field(default_factory=Usage)
+
+
 class Agent:
     """An evented tool loop over a :class:`~otelhooks.providers.Provider`.
 
     ``tool_execution`` is ``"parallel"`` (default: before-hooks run in source order, allowed
-    tools then run concurrently, results are emitted in source order) or ``"sequential"``.
+    tools then run concurrently, results are emitted in source order; a tool marked
+    ``execution="sequential"`` runs alone between the others) or ``"sequential"``.
     ``messages`` is the conversation so far; ``run()`` appends to it. Subscribers are called
     synchronously with every event; one that raises is logged and ignored.
+
+    ``steering_mode`` and ``follow_up_mode`` (``"one-at-a-time"``, Pi's default, or ``"all"``)
+    say how many queued messages enter per turn; both may be changed while the agent runs.
+    ``transform_context(messages, signal)`` may prune or add to the messages before each provider
+    request (the agent's own history is not changed); ``convert_messages`` turns them, custom
+    message types included, into the messages the provider gets (default: drop custom types).
+    ``tool_timeout`` bounds tools without a timeout of their own (``None`` disables).
+    ``conversation_id`` is recorded as ``gen_ai.conversation.id`` on the run's spans.
     """
 
     def __init__(
@@ -89,11 +166,17 @@ class Agent:
         name: str = "agent",
         system_prompt: str = "",
         tool_execution: ToolExecution = "parallel",
+        steering_mode: QueueMode = "one-at-a-time",
+        follow_up_mode: QueueMode = "one-at-a-time",
+        transform_context: TransformContext | None = None,
+        convert_messages: ConvertMessages = keep_provider_messages,
         tracer_provider: TracerProvider | None = None,
-        capture_content: bool | None = None,
-        tool_timeout: float | None = None,
+        capture_content: bool | str | Capture | None = None,
+        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         max_turns: int = 50,
-        messages: Iterable[Message] = (),
+        messages: Iterable[AgentMessage] = (),
+        conversation_id: str | None = None,
+        agent_id: str | None = None,
     ) -> None:
         if tool_execution not in ("parallel", "sequential"):
             raise ValueError("tool_execution must be 'parallel' or 'sequential'")
@@ -104,16 +187,40 @@ class Agent:
         self.name = name
         self.system_prompt = system_prompt
         self.tool_execution: ToolExecution = tool_execution
-        self.capture_content = capture_content
+        self.steering_mode = steering_mode
+        self.follow_up_mode = follow_up_mode
+        self.transform_context = transform_context
+        self.convert_messages = convert_messages
+        self.capture = (
+            capture_from_env() if capture_content is None else parse_capture(capture_content)
+        )
         self.tool_timeout = tool_timeout
         self.max_turns = max_turns
-        self.messages: list[Message] = list(messages)
+        self.messages: list[AgentMessage] = list(messages)
+        self.conversation_id = conversation_id
+        self.agent_id = agent_id
         self._tracer_provider = tracer_provider
         self._tracer = trace.get_tracer("otelhooks", __version__, tracer_provider=tracer_provider)
         self._subscribers: list[Subscriber] = []
         self._steering: deque[UserMessage] = deque()
         self._follow_ups: deque[UserMessage] = deque()
         self._signal: CancelSignal | None = None
+
+    @property
+    def steering_mode(self) -> QueueMode:
+        return self._steering_mode
+
+    @steering_mode.setter
+    def steering_mode(self, mode: QueueMode) -> None:
+        self._steering_mode = _queue_mode(mode, "steering_mode")
+
+    @property
+    def follow_up_mode(self) -> QueueMode:
+        return self._follow_up_mode
+
+    @follow_up_mode.setter
+    def follow_up_mode(self, mode: QueueMode) -> None:
+        self._follow_up_mode = _queue_mode(mode, "follow_up_mode")
 
     # -- the outside world --------------------------------------------------------------------
 
@@ -123,8 +230,8 @@ class Agent:
         return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
 
     def steer(self, message: str | UserMessage) -> None:
-        """Queue a message for the running turn: the tool calls not yet started are skipped and
-        the message reaches the provider on the next call."""
+        """Queue a message for the running turn: the tool calls not yet started (prepared ones
+        included) are skipped and the message reaches the provider on the next call."""
         self._steering.append(_user(message))
 
     def follow_up(self, message: str | UserMessage) -> None:
@@ -142,22 +249,37 @@ class Agent:
 
     async def run(
         self, prompt: str | UserMessage | None = None, *, signal: CancelSignal | None = None
-    ) -> AssistantMessage:
-        """Run until the provider stops; return the last assistant message.
+    ) -> RunResult:
+        """Run until the provider stops; return what this run added.
 
         With no ``prompt`` the run continues from the existing messages (a retry): the provider
-        is asked again without re-sending anything.
+        is asked again without re-sending anything. When the last message is the assistant's,
+        queued steering messages, else queued follow-ups, are sent first; with nothing queued
+        that is an :class:`AgentStateError` and nothing is sent.
         """
         if self._signal is not None:
-            raise RuntimeError("this agent is already running; use steer() or follow_up()")
-        new = [_user(prompt)] if prompt is not None else []
-        if not new and not self.messages:
-            raise ValueError("nothing to run: give a prompt or start from existing messages")
+            raise AgentStateError("this agent is already running; use steer() or follow_up()")
+        new = [_user(prompt)] if prompt is not None else self._continuation()
         self._signal = signal or CancelSignal()
         try:
             return await self._run(new, self._signal)
         finally:
             self._signal = None
+
+    def _continuation(self) -> list[UserMessage]:
+        """The messages a continued run starts with (see :meth:`run`)."""
+        if not self.messages:
+            raise AgentStateError("cannot continue: there are no messages; give a prompt")
+        if not isinstance(self.messages[-1], AssistantMessage):
+            return []
+        if self._steering:
+            return self._take(self._steering, self.steering_mode)
+        if self._follow_ups:
+            return self._take(self._follow_ups, self.follow_up_mode)
+        raise AgentStateError(
+            "cannot continue from an assistant message with nothing queued: give a prompt, "
+            "or queue one with steer() or follow_up()"
+        )
 
     async def stream(
         self, prompt: str | UserMessage | None = None, *, signal: CancelSignal | None = None
@@ -179,42 +301,55 @@ class Agent:
 
     # -- a run --------------------------------------------------------------------------------
 
-    async def _run(self, new: list[UserMessage], signal: CancelSignal) -> AssistantMessage:
+    async def _run(self, new: list[UserMessage], signal: CancelSignal) -> RunResult:
         run_id = uuid.uuid4().hex[:16]
+        attributes: dict[str, Any] = {
+            A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
+            A.GEN_AI_AGENT_NAME: self.name,
+            A.GEN_AI_REQUEST_MODEL: self.model,
+        }
+        provider_name = getattr(self.provider, "provider_name", None)
+        if isinstance(provider_name, str) and provider_name:
+            attributes[A.GEN_AI_PROVIDER_NAME] = provider_name
+        if self.agent_id:
+            attributes[A.GEN_AI_AGENT_ID] = self.agent_id
+        if self.conversation_id:
+            attributes[A.GEN_AI_CONVERSATION_ID] = self.conversation_id
         span = self._tracer.start_span(
-            f"{A.OP_INVOKE_AGENT} {self.name}",
-            kind=SpanKind.INTERNAL,
-            attributes={
-                A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
-                A.GEN_AI_AGENT_NAME: self.name,
-                A.GEN_AI_REQUEST_MODEL: self.model,
-            },
+            f"{A.OP_INVOKE_AGENT} {self.name}", kind=SpanKind.INTERNAL, attributes=attributes
         )
-        run_ctx = trace.set_span_in_context(span)
-        token = otel_context.attach(run_ctx)
+        run = _Run(run_id, signal, trace.set_span_in_context(span), [])
+        token = otel_context.attach(run.context)
         final = AssistantMessage(stop_reason="aborted")
+        self.hooks.check_tools([t.name for t in self.tools])
         self._emit(AgentStart(run_id))
         try:
-            self._add_user_messages(new)
-            final = await self._turns(run_id, signal, run_ctx)
-            return final
+            self._add_messages(run, new)
+            final = await self._turns(run)
+            return RunResult(run_id, tuple(run.added), final, run.usage)
         except asyncio.CancelledError:
             span.set_attribute(A.CANCELLED, True)
             span.set_status(Status(StatusCode.ERROR, "cancelled"))
             span.set_attribute(A.ERROR_TYPE, A.ERR_CANCELLED)
             raise
         finally:
-            if final.stop_reason in ("error", "aborted") and span.is_recording():
-                span.set_attribute(A.ERROR_TYPE, final.stop_reason)
-                span.set_status(Status(StatusCode.ERROR, final.error_message or final.stop_reason))
-            span.set_attribute(A.GEN_AI_RESPONSE_FINISH_REASONS, (final.stop_reason,))
-            self._emit(AgentEnd(run_id, final.stop_reason, tuple(self.messages)))
+            if span.is_recording():
+                if final.stop_reason in ("error", "aborted"):
+                    span.set_attribute(A.ERROR_TYPE, final.error_type or final.stop_reason)
+                    span.set_status(
+                        Status(StatusCode.ERROR, final.error_message or final.stop_reason)
+                    )
+                span.set_attributes(
+                    {
+                        A.GEN_AI_RESPONSE_FINISH_REASONS: (finish_reason(final),),
+                        **usage_attributes(run.usage),
+                    }
+                )
+            self._emit(AgentEnd(run_id, final.stop_reason, tuple(run.added)))
             otel_context.detach(token)
             span.end()
 
-    async def _turns(
-        self, run_id: str, signal: CancelSignal, run_ctx: otel_context.Context
-    ) -> AssistantMessage:
+    async def _turns(self, run: _Run) -> AssistantMessage:
         index = 0
         while True:
             index += 1
@@ -223,23 +358,34 @@ class Agent:
                     stop_reason="error", error_message=f"stopped after {self.max_turns} turns"
                 )
             self._emit(TurnStart(index))
-            self._add_user_messages(_drain(self._steering))
-            turn = self._snapshot(run_id, index)
-            message, chat_link = await self._ask_provider(turn, signal, run_ctx)
-            self.messages.append(message)
+            self._add_messages(run, self._take(self._steering, self.steering_mode))
+            turn = self._snapshot(run.run_id, index)
+            message, chat_link = await self._ask_provider(turn, run)
+            self._add(run, message)
+            if message.usage is not None:
+                run.usage = run.usage + message.usage
             results: tuple[ToolResult, ...] = ()
             if message.stop_reason not in ("error", "aborted") and message.tool_calls:
-                results = await self._execute_tool_calls(turn, message, signal, run_ctx, chat_link)
-                self.messages.extend(results)
+                turn = replace(
+                    turn,
+                    context=replace(turn.context, messages=(*turn.context.messages, message)),
+                )
+                if message.stop_reason == "length":
+                    results = self._fail_truncated(turn, message, run, chat_link)
+                else:
+                    results = await self._execute_tool_calls(turn, message, run, chat_link)
+                for result in results:
+                    self._add(run, result)
             self._emit(TurnEnd(index, message, results))
             if message.stop_reason in ("error", "aborted"):
                 return message
-            if signal.cancelled:
-                return replace(message, stop_reason="aborted", error_message=signal.reason)
-            if message.tool_calls or self._steering:
+            if run.signal.cancelled:
+                return replace(message, stop_reason="aborted", error_message=run.signal.reason)
+            terminated = bool(results) and all(r.terminate for r in results)
+            if (message.tool_calls and not terminated) or self._steering:
                 continue
             if self._follow_ups:
-                self._add_user_messages(_drain(self._follow_ups))
+                self._add_messages(run, self._take(self._follow_ups, self.follow_up_mode))
                 continue
             return message
 
@@ -259,20 +405,29 @@ class Agent:
             registry,
             hooks,
             tracer_provider=self._tracer_provider,
-            capture_content=self.capture_content,
+            capture_content=self.capture,
             tool_timeout=self.tool_timeout,
         )
         return _Turn(index, context, executor, hooks)
 
     # -- one provider call --------------------------------------------------------------------
 
-    async def _ask_provider(
-        self, turn: _Turn, signal: CancelSignal, run_ctx: otel_context.Context
-    ) -> tuple[AssistantMessage, Link]:
+    async def _provider_messages(self, turn: _Turn, run: _Run) -> tuple[Message, ...]:
+        """The messages the provider gets: the snapshot, through ``transform_context`` and
+        ``convert_messages``."""
+        messages: Sequence[AgentMessage] = turn.context.messages
+        if self.transform_context is not None:
+            transformed = self.transform_context(list(messages), run.signal)
+            if inspect.isawaitable(transformed):
+                transformed = await transformed
+            messages = transformed
+        return tuple(self.convert_messages(messages))
+
+    async def _ask_provider(self, turn: _Turn, run: _Run) -> tuple[AssistantMessage, Link]:
         model = turn.context.model
         span = self._tracer.start_span(
             f"{A.OP_CHAT} {model}".strip(),
-            run_ctx,
+            run.context,
             SpanKind.CLIENT,
             {
                 A.GEN_AI_OPERATION_NAME: A.OP_CHAT,
@@ -281,20 +436,21 @@ class Agent:
             },
         )
         link = Link(span.get_span_context(), {A.TURN_INDEX: turn.index})
-        request = ProviderRequest(
-            model=model,
-            system_prompt=turn.context.system_prompt,
-            messages=turn.context.messages,
-            tools=turn.context.tools,
-            signal=signal,
-        )
         self._emit(MessageStart("assistant"))
         text: list[str] = []
         calls: list[ToolCall] = []
         message: AssistantMessage | None = None
-        token = otel_context.attach(trace.set_span_in_context(span, run_ctx))
+        signal = run.signal
+        token = otel_context.attach(trace.set_span_in_context(span, run.context))
         try:
             with signal.watching():
+                request = ProviderRequest(
+                    model=model,
+                    system_prompt=turn.context.system_prompt,
+                    messages=await self._provider_messages(turn, run),
+                    tools=turn.context.tools,
+                    signal=signal,
+                )
                 message = await self._consume(request, text, calls)
         except asyncio.CancelledError as exc:
             if not signal.absorbs(exc):
@@ -309,7 +465,13 @@ class Agent:
         except Exception as exc:
             span.record_exception(exc)
             message = AssistantMessage(
-                "".join(text), (), "error", model, None, f"{type(exc).__name__}: {exc}"
+                "".join(text),
+                (),
+                "error",
+                model,
+                None,
+                f"{type(exc).__name__}: {exc}",
+                error_type=type(exc).__qualname__,
             )
         otel_context.detach(token)
         if message is None:
@@ -352,29 +514,50 @@ class Agent:
     def _record_chat(self, span: Span, message: AssistantMessage) -> None:
         if not span.is_recording():
             return
-        span.set_attribute(A.GEN_AI_RESPONSE_FINISH_REASONS, (message.stop_reason,))
+        attrs: dict[str, Any] = {A.GEN_AI_RESPONSE_FINISH_REASONS: (finish_reason(message),)}
         if message.usage is not None:
-            span.set_attribute(A.GEN_AI_USAGE_INPUT_TOKENS, message.usage.input_tokens)
-            span.set_attribute(A.GEN_AI_USAGE_OUTPUT_TOKENS, message.usage.output_tokens)
+            attrs.update(usage_attributes(message.usage))
+        span.set_attributes(attrs)
         if message.stop_reason in ("error", "aborted"):
-            span.set_attribute(A.ERROR_TYPE, message.stop_reason)
+            span.set_attribute(A.ERROR_TYPE, message.error_type or message.stop_reason)
             span.set_status(Status(StatusCode.ERROR, message.error_message or message.stop_reason))
 
     # -- the tool calls of one message --------------------------------------------------------
 
-    async def _execute_tool_calls(
-        self,
-        turn: _Turn,
-        message: AssistantMessage,
-        signal: CancelSignal,
-        run_ctx: otel_context.Context,
-        chat_link: Link,
+    def _fail_truncated(
+        self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link
     ) -> tuple[ToolResult, ...]:
+        """A message cut by the token limit: none of its calls runs (their arguments may be
+        cut); each gets an error result saying so, and the run goes on (Pi's behaviour)."""
+        results = []
+        for call in message.tool_calls:
+            self._emit(ToolExecutionStart(call))
+            result = turn.executor.skip(
+                call,
+                truncated_call_message(str(call.name)),
+                parent=run.context,
+                context=turn.context,
+                hooks=turn.hooks,
+                links=(chat_link,),
+            )
+            self._emit(ToolExecutionEnd(call, result))
+            results.append(result)
+        for result in results:
+            self._emit(ToolResultEvent(result))
+        return tuple(results)
+
+    async def _execute_tool_calls(
+        self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link
+    ) -> tuple[ToolResult, ...]:
+        """Prepare each call in source order (before-hooks), then run the allowed ones: all at
+        once (parallel), with a ``sequential`` tool alone between the others, or one by one
+        (sequential). A steering message queued meanwhile skips every call not yet started,
+        prepared ones included; results are emitted in source order."""
         executor = turn.executor
+        signal = run.signal
         links = (chat_link,)
         results: list[ToolResult | None] = [None] * len(message.tool_calls)
         runnable: list[tuple[int, PreparedCall]] = []
-        skip_reason: str | None = None
 
         def on_update(call: ToolCall, update: Any) -> None:
             self._emit(ToolExecutionUpdate(call, update))
@@ -383,16 +566,18 @@ class Agent:
             results[i] = result
             self._emit(ToolExecutionEnd(message.tool_calls[i], result))
 
+        def skip_reason() -> str | None:
+            if signal.cancelled:
+                return f"error: cancelled: {signal.reason}"
+            return SKIPPED_FOR_STEERING if self._steering else None
+
         for i, call in enumerate(message.tool_calls):
-            if skip_reason is None and signal.cancelled:
-                skip_reason = f"error: cancelled: {signal.reason}"
-            if skip_reason is not None:
-                done(
-                    i,
-                    executor.skip(
-                        call, skip_reason, parent=run_ctx, context=turn.context, links=links
-                    ),
+            reason = skip_reason()
+            if reason is not None:
+                skipped = executor.skip(
+                    call, reason, parent=run.context, context=turn.context, links=links
                 )
+                done(i, skipped)
                 continue
             self._emit(ToolExecutionStart(call))
             prepared = await executor.prepare(
@@ -402,7 +587,7 @@ class Agent:
                 signal=signal,
                 on_update=on_update,
                 hooks=turn.hooks,
-                parent=run_ctx,
+                parent=run.context,
                 links=links,
             )
             if prepared.result is not None:
@@ -411,21 +596,41 @@ class Agent:
                 done(i, await executor.finish(prepared))
             else:
                 runnable.append((i, prepared))
-            if self._steering:
-                skip_reason = SKIPPED_FOR_STEERING
 
-        if runnable:
+        async def run_together(batch: list[tuple[int, PreparedCall]]) -> None:
+            reason = skip_reason()
+            if reason is not None:  # steered or aborted before this batch started
+                for i, prepared in batch:
+                    done(i, executor.skip_prepared(prepared, reason))
+                return
 
             async def run_one(i: int, prepared: PreparedCall) -> None:
                 done(i, await executor.finish(prepared))
 
-            tasks = [asyncio.create_task(run_one(i, p)) for i, p in runnable]
+            tasks = [asyncio.create_task(run_one(i, p)) for i, p in batch]
             try:
                 await asyncio.gather(*tasks)
             finally:  # on cancellation: stop the others, let them end their spans, then go on
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
+
+        try:
+            batch: list[tuple[int, PreparedCall]] = []
+            for i, prepared in runnable:
+                if prepared.tool is not None and prepared.tool.execution == "sequential":
+                    if batch:
+                        await run_together(batch)
+                    batch = []
+                    await run_together([(i, prepared)])
+                else:
+                    batch.append((i, prepared))
+            if batch:
+                await run_together(batch)
+        finally:  # an asyncio cancellation: end the spans of the calls that never started
+            for _, prepared in runnable:
+                if prepared.result is None:
+                    executor.skip_prepared(prepared, "error: cancelled")
 
         final = tuple(r for r in results if r is not None)
         for result in final:
@@ -434,9 +639,23 @@ class Agent:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _add_user_messages(self, messages: Sequence[UserMessage]) -> None:
+    def _take(self, queue: deque[UserMessage], mode: QueueMode) -> list[UserMessage]:
+        """The queued messages that enter now: one, or all of them."""
+        if not queue:
+            return []
+        if mode == "one-at-a-time":
+            return [queue.popleft()]
+        items = list(queue)
+        queue.clear()
+        return items
+
+    def _add(self, run: _Run, message: AgentMessage) -> None:
+        self.messages.append(message)
+        run.added.append(message)
+
+    def _add_messages(self, run: _Run, messages: Sequence[UserMessage]) -> None:
         for message in messages:
-            self.messages.append(message)
+            self._add(run, message)
             self._emit(MessageStart("user"))
             self._emit(MessageEnd(message))
 
@@ -448,14 +667,42 @@ class Agent:
                 logger.exception("event subscriber raised on %s", event.type)
 
 
+_FINISH_REASONS: dict[str, str] = {
+    "stop": A.FINISH_STOP,
+    "toolUse": A.FINISH_TOOL_CALL,
+    "length": A.FINISH_LENGTH,
+    "error": A.FINISH_ERROR,
+    "aborted": A.FINISH_ERROR,
+}
+
+
+def finish_reason(message: AssistantMessage) -> str:
+    """The message's finish reason in the GenAI conventions' vocabulary (``stop``,
+    ``tool_call``, ``length``, ``content_filter``, ``error``)."""
+    return message.finish_reason or _FINISH_REASONS.get(message.stop_reason, A.FINISH_ERROR)
+
+
+def usage_attributes(usage: Usage) -> dict[str, int]:
+    """The GenAI usage attributes of ``usage`` (cache counts only when there are any)."""
+    attrs = {
+        A.GEN_AI_USAGE_INPUT_TOKENS: usage.input_tokens,
+        A.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens,
+    }
+    if usage.cache_read_tokens:
+        attrs[A.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_tokens
+    if usage.cache_write_tokens:
+        attrs[A.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = usage.cache_write_tokens
+    return attrs
+
+
+def _queue_mode(mode: str, what: str) -> QueueMode:
+    if mode not in ("one-at-a-time", "all"):
+        raise ValueError(f"{what} must be 'one-at-a-time' or 'all', got {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
 def _user(message: str | UserMessage) -> UserMessage:
     return message if isinstance(message, UserMessage) else UserMessage(str(message))
-
-
-def _drain(queue: deque[UserMessage]) -> list[UserMessage]:
-    items = list(queue)
-    queue.clear()
-    return items
 
 
 def _with_unique_call_ids(message: AssistantMessage, turn: int) -> AssistantMessage:

@@ -10,17 +10,26 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_type_hints, overload
 
-import jsonschema
 import pydantic
 
 from .cancel import CancelSignal
-from .messages import ToolCall, ToolSpec
+from .messages import MediaContent, ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    import jsonschema
 
 ProgressCallback = Callable[[Any], None]
+PrepareArguments = Callable[[Any], Any]
+ExecutionMode = Literal["parallel", "sequential"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""What OpenAI, Anthropic and most providers accept as a tool name."""
 
 
 class ToolError(Exception):
@@ -60,14 +69,20 @@ class ToolOutput:
     content: str
     details: Any = None
     is_error: bool = False
+    terminate: bool = False
+    media: tuple[MediaContent, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
 class Tool:
-    """A registered tool. Build one with :func:`tool` or :meth:`ToolRegistry.register`.
+    """A registered tool. Build one with :func:`make_tool` or :meth:`ToolRegistry.register`.
 
-    ``timeout`` (seconds) bounds one run of the handler; a sync handler with a timeout, or marked
-    ``blocking``, runs in a worker thread so that the event loop and the timeout stay live.
+    ``timeout`` (seconds) bounds one run of the handler; a sync handler with a timeout of its own,
+    or marked ``blocking``, runs in a worker thread so that the event loop and the timeout stay
+    live. ``prepare_arguments`` normalises the model's raw arguments (a mapping) before they are
+    validated (Pi's ``prepareArguments``): use it to accept an old argument shape. ``execution``
+    ``"sequential"`` makes the tool run alone: in a parallel batch, the calls before it finish
+    first and the calls after it wait for it.
     """
 
     name: str
@@ -76,6 +91,9 @@ class Tool:
     handler: Callable[..., Any]
     timeout: float | None = None
     blocking: bool = False
+    prepare_arguments: PrepareArguments | None = None
+    execution: ExecutionMode = "parallel"
+    output_schema: Mapping[str, Any] | None = None
     is_async: bool = field(init=False)
     spec: ToolSpec = field(init=False)
     _context_param: str | None = field(default=None, repr=False)
@@ -85,6 +103,11 @@ class Tool:
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handler))
         object.__setattr__(self, "spec", ToolSpec(self.name, self.description, self.parameters))
+        if self.execution not in ("parallel", "sequential"):
+            raise ValueError(
+                f"tool {self.name!r}: execution must be 'parallel' or 'sequential', "
+                f"got {self.execution!r}"
+            )
 
     def validate(self, arguments: Mapping[str, Any] | str) -> dict[str, Any]:
         """The validated arguments; :class:`InvalidArguments` says what is wrong."""
@@ -196,6 +219,9 @@ def make_tool(
     parameters: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     blocking: bool = False,
+    prepare_arguments: PrepareArguments | None = None,
+    execution: ExecutionMode = "parallel",
+    output_schema: Mapping[str, Any] | None = None,
 ) -> Tool:
     """Build a :class:`Tool` from a sync or async function.
 
@@ -204,13 +230,24 @@ def make_tool(
     pydantic; ``Annotated[..., pydantic.Field(description=...)]`` documents a parameter). An
     explicit ``parameters`` JSON Schema replaces the derived one and is what arguments are
     validated against. A parameter annotated :class:`ToolContext` is injected, not exposed.
+
+    Raises ``ValueError`` for a name providers would refuse (see :data:`TOOL_NAME`; a lambda has
+    no usable name: pass ``name=``) and ``TypeError`` naming the tool and the parameter whose type
+    has no JSON Schema.
     """
     if not callable(fn):
         raise TypeError(f"a tool handler must be callable, got {type(fn).__name__}")
-    tool_name = name or getattr(fn, "__name__", None)
-    if not tool_name or not isinstance(tool_name, str):
-        raise ValueError("a tool needs a name")
-    hints = get_type_hints(fn, include_extras=True)
+    tool_name = name if name is not None else getattr(fn, "__name__", None)
+    if not isinstance(tool_name, str) or TOOL_NAME.fullmatch(tool_name) is None:
+        hint = " (a lambda has no name: pass name=...)" if tool_name == "<lambda>" else ""
+        raise ValueError(
+            f"invalid tool name {tool_name!r}{hint}: use 1 to 64 letters, digits, '_' or '-', "
+            "as LLM providers require"
+        )
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        raise TypeError(f"tool {tool_name!r}: cannot resolve its type hints: {exc}") from None
     context_param: str | None = None
     fields: dict[str, Any] = {}
     for pname, param in inspect.signature(fn).parameters.items():
@@ -226,16 +263,18 @@ def make_tool(
     model: type[pydantic.BaseModel] | None = None
     validator: jsonschema.protocols.Validator | None = None
     if parameters is None:
-        model = pydantic.create_model(
-            f"{tool_name}_arguments",
-            __config__=pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True),
-            **fields,
-        )
-        schema = _strip_titles(model.model_json_schema())
+        model, schema = _model_for(tool_name, fields)
     else:
+        import jsonschema  # only tools with an explicit JSON Schema need it
+
         schema = dict(parameters)
         validator_cls = jsonschema.validators.validator_for(schema)
-        validator_cls.check_schema(schema)
+        try:
+            validator_cls.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise ValueError(
+                f"tool {tool_name!r}: invalid parameters schema: {exc.message}"
+            ) from None
         validator = validator_cls(schema)
     return Tool(
         name=tool_name,
@@ -244,10 +283,38 @@ def make_tool(
         handler=fn,
         timeout=timeout,
         blocking=blocking,
+        prepare_arguments=prepare_arguments,
+        execution=execution,
+        output_schema=output_schema,
         _context_param=context_param,
         _model=model,
         _validator=validator,
     )
+
+
+_MODEL_CONFIG = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+def _model_for(
+    tool_name: str, fields: dict[str, Any]
+) -> tuple[type[pydantic.BaseModel], dict[str, Any]]:
+    """The pydantic model validating a tool's arguments and its JSON Schema; a type that has no
+    schema is reported with the tool's and the parameter's name."""
+    try:
+        model = pydantic.create_model(f"{tool_name}_arguments", __config__=_MODEL_CONFIG, **fields)
+        return model, _strip_titles(model.model_json_schema())
+    except Exception as exc:
+        for pname, spec in fields.items():
+            try:
+                probe = pydantic.create_model("probe", __config__=_MODEL_CONFIG, **{pname: spec})
+                probe.model_json_schema()
+            except Exception as field_exc:
+                raise TypeError(
+                    f"tool {tool_name!r}: parameter {pname!r} has type {spec[0]!r}, which has "
+                    f"no JSON Schema ({type(field_exc).__name__}); use a JSON-compatible type "
+                    "or pass parameters=..."
+                ) from None
+        raise TypeError(f"tool {tool_name!r}: cannot build its arguments schema: {exc}") from None
 
 
 class ToolRegistry:
@@ -259,8 +326,13 @@ class ToolRegistry:
             self.add(t)
 
     def add(self, tool: Tool) -> Tool:
+        """Register a built :class:`Tool` (replacing one of the same name)."""
         self._tools[tool.name] = tool
         return tool
+
+    def remove(self, name: str) -> Tool | None:
+        """Unregister a tool by name; returns it, or ``None`` if there was none."""
+        return self._tools.pop(name, None)
 
     def register(
         self,
@@ -271,7 +343,10 @@ class ToolRegistry:
         parameters: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         blocking: bool = False,
+        prepare_arguments: PrepareArguments | None = None,
+        execution: ExecutionMode = "parallel",
     ) -> Tool:
+        """Build a tool from ``fn`` (see :func:`make_tool`) and register it."""
         return self.add(
             make_tool(
                 fn,
@@ -280,17 +355,59 @@ class ToolRegistry:
                 parameters=parameters,
                 timeout=timeout,
                 blocking=blocking,
+                prepare_arguments=prepare_arguments,
+                execution=execution,
             )
         )
 
-    def tool(self, fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+
+    @overload
+    def tool(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        blocking: bool = False,
+        prepare_arguments: PrepareArguments | None = None,
+        execution: ExecutionMode = "parallel",
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        blocking: bool = False,
+        prepare_arguments: PrepareArguments | None = None,
+        execution: ExecutionMode = "parallel",
+    ) -> F | Callable[[F], F]:
         """Decorator: ``@registry.tool`` or ``@registry.tool(name=..., timeout=...)``.
 
-        Returns the function unchanged, so it stays callable as plain Python.
+        Returns the function unchanged (same signature and type), so it stays callable as plain
+        Python.
         """
 
-        def decorate(f: Callable[..., Any]) -> Callable[..., Any]:
-            self.register(f, **options)
+        def decorate(f: F) -> F:
+            self.register(
+                f,
+                name=name,
+                description=description,
+                parameters=parameters,
+                timeout=timeout,
+                blocking=blocking,
+                prepare_arguments=prepare_arguments,
+                execution=execution,
+            )
             return f
 
         return decorate(fn) if fn is not None else decorate

@@ -3,14 +3,14 @@
 # and prints its path. A cached binary whose recorded version matches the pin is reused, so only
 # the first run on a machine pays for the build (about 5 minutes on 2 cores).
 #
-# Pin: Jaeger v2.13.0, published on the Go module proxy as github.com/jaegertracing/jaeger v1.76.0
+# Pin: Jaeger v2.12.0, published on the Go module proxy as github.com/jaegertracing/jaeger v1.75.0
 # (Jaeger's v2 tags are not Go module versions; the proxy here serves release versions only).
 # tools/jaeger/ is a small Go module that requires that version and mirrors its replace directive,
 # because `go install pkg@version` refuses a module whose go.mod has one.
 set -euo pipefail
 
-JAEGER_VERSION="v2.13.0"
-JAEGER_MODULE_VERSION="v1.76.0"
+JAEGER_VERSION="v2.12.0"
+JAEGER_MODULE_VERSION="v1.75.0"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dest="${OTELHOOKS_JAEGER_CACHE:-$root/.cache/jaeger}/$JAEGER_VERSION"

@@ -114,7 +114,7 @@ async def test_handler_exception_becomes_error_result(
     result = await executor.execute(ToolCall("c1", "explode", {}))
     assert result.content == "error: disk on fire" and result.is_error
     span = otelhooks_tracing.tool_span(call_id="c1")
-    otelhooks_tracing.assert_children(span, ["before", "run"])
+    otelhooks_tracing.assert_children(span, ["before", "run", "after"])  # the contract holds
     assert span.status.status_code == StatusCode.ERROR
     assert span.attributes[A.ERROR_TYPE] == "ValueError"  # type: ignore[index]
     run = otelhooks_tracing.child(span, "run")
@@ -255,7 +255,7 @@ async def test_before_hook_that_raises_follows_its_policy(
     assert before.status.status_code == StatusCode.ERROR
     if policy == "fail_open":
         assert result.content == "hi" and not result.is_error
-        otelhooks_tracing.assert_children(span, ["before", "run"])
+        otelhooks_tracing.assert_children(span, ["before", "run", "after"])
         assert span.status.status_code == StatusCode.UNSET
     else:  # fail closed is the default for before-hooks
         assert result.is_error
@@ -336,18 +336,20 @@ async def test_hook_returning_garbage_is_a_hook_failure(
 async def test_hooks_apply_to_named_and_globbed_tools_only(
     registry: ToolRegistry, otelhooks_tracing: InMemoryTracing
 ) -> None:
-    registry.register(lambda path: path, name="fs.read")
-    registry.register(lambda path: path, name="fs.write")
+    registry.register(lambda path: path, name="fs_read")
+    registry.register(lambda path: path, name="fs_write")
     hooks = Hooks()
-    hooks.add(before=lambda ctx: block("read-only"), name="ro", tools="fs.write")
-    hooks.add(after=lambda ctx: f"[fs] {ctx.result.content}", name="tag", tools=["fs.*"])
+    hooks.add(before=lambda ctx: block("read-only"), name="ro", tools="fs_write")
+    hooks.add(after=lambda ctx: f"[fs] {ctx.result.content}", name="tag", tools=["fs_*"])
     executor = ToolExecutor(registry, hooks, tracer_provider=otelhooks_tracing.provider)
-    assert (await executor.execute(ToolCall("1", "fs.read", {"path": "a"}))).content == "[fs] a"
-    assert (await executor.execute(ToolCall("2", "fs.write", {"path": "a"}))).content == (
+    assert (await executor.execute(ToolCall("1", "fs_read", {"path": "a"}))).content == "[fs] a"
+    assert (await executor.execute(ToolCall("2", "fs_write", {"path": "a"}))).content == (
         "blocked: read-only"
     )
     assert (await executor.execute(ToolCall("3", "echo", {"text": "a"}))).content == "a"
-    otelhooks_tracing.assert_children(otelhooks_tracing.tool_span(call_id="3"), ["before", "run"])
+    otelhooks_tracing.assert_children(
+        otelhooks_tracing.tool_span(call_id="3"), ["before", "run", "after"]
+    )
 
 
 async def test_one_hook_object_takes_part_in_both_phases(
@@ -428,7 +430,7 @@ async def test_asyncio_cancellation_mid_tool_ends_every_span(
     span = otelhooks_tracing.tool_span(call_id="c1")  # ended, hence exported
     assert span.attributes[A.CANCELLED] is True  # type: ignore[index]
     assert span.status.status_code == StatusCode.ERROR
-    otelhooks_tracing.assert_children(span, ["before", "run"])
+    otelhooks_tracing.assert_children(span, ["before", "run"])  # cancelled from outside mid-run
 
 
 async def test_signal_cancels_a_waiting_hook_and_the_call_ends_with_a_result(
@@ -540,12 +542,16 @@ async def test_content_capture_opt_in_by_env_and_capped(
         registry, tracer_provider=otelhooks_tracing.provider, max_content_length=20
     )
     await executor.execute(ToolCall("c1", "echo", {"text": "hi"}))
-    await executor.execute(ToolCall("c2", "echo", {"text": "x" * 100}))
+    await executor.execute(ToolCall("c2", "echo", {"text": "word " * 20}))
+    await executor.execute(ToolCall("c3", "echo", {"text": "1234 " + "k" * 95}))
     attrs = dict(otelhooks_tracing.tool_span(call_id="c1").attributes or {})
     assert attrs[A.GEN_AI_TOOL_CALL_ARGUMENTS] == '{"text": "hi"}'
     assert attrs[A.GEN_AI_TOOL_CALL_RESULT] == "hi"
     big = dict(otelhooks_tracing.tool_span(call_id="c2").attributes or {})
-    assert big[A.GEN_AI_TOOL_CALL_RESULT] == "x" * 20 + "…[truncated: 100 chars in all]"
+    assert big[A.GEN_AI_TOOL_CALL_RESULT] == "word word word word …[truncated: 100 chars in all]"
+    # a token the limit falls in is dropped whole, never kept in part
+    cut = dict(otelhooks_tracing.tool_span(call_id="c3").attributes or {})
+    assert cut[A.GEN_AI_TOOL_CALL_RESULT] == "1234 …[truncated: 100 chars in all]"
 
 
 async def test_hooks_receive_message_context_and_a_readonly_copy_of_arguments(

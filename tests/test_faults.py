@@ -564,7 +564,7 @@ def test_endpoint_down_from_the_start() -> None:
     started = time.monotonic()
     stats = setup.shutdown()
     assert time.monotonic() - started < 3
-    assert stats.ended == 18 and stats.exported == 0 and stats.failed + stats.dropped == 18
+    assert stats.ended == 23 and stats.exported == 0 and stats.failed + stats.dropped == 23
 
 
 class _SlowHandler(BaseHTTPRequestHandler):
@@ -590,8 +590,8 @@ def test_slow_endpoint_cannot_stall_shutdown() -> None:
         assert asyncio.run(_scripted_results(setup.provider)) == baseline
         stats = setup.shutdown()
         assert time.monotonic() - started < 4
-        assert stats.exported == 0 and stats.lost == stats.ended == 18
-        assert "18 failed to export" in stats.summary() or "dropped" in stats.summary()
+        assert stats.exported == 0 and stats.lost == stats.ended == 23
+        assert "23 failed to export" in stats.summary() or "dropped" in stats.summary()
     finally:
         server.shutdown()
 
