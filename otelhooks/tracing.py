@@ -1,13 +1,27 @@
-"""Tracing set-up: console, OTLP (HTTP or gRPC) or in-memory, with bounded shutdown.
+"""Tracing set-up: console, OTLP (HTTP or gRPC) or in-memory, configured the standard way, with a
+bounded shutdown and every lost span counted.
 
 This is the one module of the package that needs ``opentelemetry-sdk`` (``pip install
 otelhooks[sdk]``). It returns the provider instead of hiding it; pass ``setup.provider`` to the
 runtime. It sets the global provider only when asked, and never silently replaces one.
 
+Configuration follows the OpenTelemetry SDK's precedence: an explicit argument, else the standard
+environment variable, else a default. Honoured: ``OTEL_SDK_DISABLED``, ``OTEL_TRACES_EXPORTER``
+(``otlp``, ``console``, ``none``, comma-separated), ``OTEL_SERVICE_NAME``,
+``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_TRACES_SAMPLER[_ARG]``, ``OTEL_BSP_*`` and every
+``OTEL_EXPORTER_OTLP_[TRACES_]*`` variable (endpoint, protocol, headers, timeout, compression,
+certificates, insecure). An invalid value is warned about and replaced by the default, as the SDK
+does; ``http/json`` is refused with a message saying why.
+
+When a global SDK provider already exists (``opentelemetry-instrument`` made one) and no exporter
+was asked for explicitly, :func:`setup_tracing` uses it instead of making a second pipeline, and
+logs how to scrub spans before its exporter (``OTEL_TRACES_EXPORTER=otelhooks_otlp``, see
+:class:`RedactingOTLPSpanExporter`).
+
 The path of a span::
 
-    span end -> EndCounter -> [RedactingSpanProcessor ->] BatchSpanProcessor -> CountingExporter
-             -> console | OTLP | in-memory
+    span end -> EndCounter -> [RedactingSpanProcessor ->] BoundedBatchSpanProcessor
+             -> CountingExporter -> console | OTLP | in-memory
 """
 
 from __future__ import annotations
@@ -18,7 +32,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any, Literal
+from typing import IO, Any, Final, Literal
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -37,15 +51,33 @@ OtlpProtocol = Literal["http/protobuf", "grpc"]
 
 logger = logging.getLogger("otelhooks.tracing")
 
-DEFAULT_EXPORT_TIMEOUT_S = 2.0
+DEFAULT_SERVICE_NAME: Final = "otelhooks"
+DEFAULT_EXPORTER: Final = "console"
+DEFAULT_EXPORT_TIMEOUT_S: Final = 2.0
+DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 3.0
+EXPORTER_KINDS: Final = ("console", "otlp", "memory", "none")
 
-# Batch settings that export 100,000 spans to a local Jaeger without a drop (see benchmarks/):
-# a larger queue absorbs bursts, larger batches and a short delay drain it faster.
-RECOMMENDED_BATCH = {
+# Batch settings that carry a burst of 10,000 tool calls (40,000+ spans) into a reachable
+# exporter without a drop, with a logger writing to stdout competing for the GIL, while keeping
+# memory bounded when the exporter is down (see benchmarks/): a queue that holds the burst,
+# batches large enough to amortise an export, and a worker woken early.
+DEFAULT_BATCH: Final[Mapping[str, int]] = {
     "max_queue_size": 65536,
     "schedule_delay_millis": 200,
     "max_export_batch_size": 2048,
 }
+RECOMMENDED_BATCH = dict(DEFAULT_BATCH)  # the name earlier releases documented
+
+_BSP_ENV: Final = {
+    "max_queue_size": "OTEL_BSP_MAX_QUEUE_SIZE",
+    "schedule_delay_millis": "OTEL_BSP_SCHEDULE_DELAY",
+    "max_export_batch_size": "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+    "export_timeout_millis": "OTEL_BSP_EXPORT_TIMEOUT",
+}
+
+
+class ConfigurationError(ValueError):
+    """A tracing setting that cannot be honoured (say, ``http/json``); the message says why."""
 
 
 @dataclass
@@ -115,62 +147,187 @@ class CountingExporter(SpanExporter):
         return self.inner.force_flush(timeout_millis)
 
 
+class BoundedBatchSpanProcessor(BatchSpanProcessor):
+    """The SDK's batch processor with a shutdown that returns within ``shutdown_timeout``
+    seconds (the SDK's waits up to 30 s): what cannot be sent by then is dropped, and counted
+    as dropped by :class:`ExportStats`."""
+
+    def __init__(self, exporter: SpanExporter, *, shutdown_timeout: float, **options: Any) -> None:
+        super().__init__(exporter, **options)
+        self.shutdown_timeout = shutdown_timeout
+
+    def shutdown(self) -> None:
+        self._batch_processor.shutdown(timeout_millis=int(self.shutdown_timeout * 1000))
+
+
 @dataclass
 class TracingSetup:
-    """A configured provider. ``memory`` is set for the in-memory exporter."""
+    """A configured provider. ``memory`` is set for the in-memory exporter; ``uses_global`` when
+    the set-up adopted a provider someone else configured (its exporters are not counted)."""
 
     provider: TracerProvider
     stats: ExportStats
     exporter: SpanExporter | None
     memory: InMemorySpanExporter | None = None
+    uses_global: bool = False
 
     def shutdown(self) -> ExportStats:
-        """Flush and shut down; bounded by the exporter's timeout (seconds, not the SDK's 30)."""
-        self.provider.shutdown()
+        """Flush and shut down, bounded (see ``shutdown_timeout``); a global provider someone
+        else configured is only flushed, not shut down."""
+        if self.uses_global:
+            self.provider.force_flush(int(DEFAULT_SHUTDOWN_TIMEOUT_S * 1000))
+        else:
+            self.provider.shutdown()
         return self.stats
 
     def force_flush(self, timeout_millis: int = 5000) -> bool:
         return self.provider.force_flush(timeout_millis)
 
 
+# -- reading the standard variables ----------------------------------------------------------
+
+
+def _env(*names: str) -> str | None:
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def sdk_disabled() -> bool:
+    """``OTEL_SDK_DISABLED=true``: tracing is off (the SDK then hands out no-op tracers)."""
+    return (os.environ.get("OTEL_SDK_DISABLED") or "").strip().lower() == "true"
+
+
+def exporters_from_env() -> list[str] | None:
+    """The exporter names of ``OTEL_TRACES_EXPORTER`` (``None`` when unset); unknown names are
+    warned about and left out."""
+    value = _env("OTEL_TRACES_EXPORTER")
+    if value is None:
+        return None
+    kinds = []
+    for name in (part.strip().lower() for part in value.split(",")):
+        if name in EXPORTER_KINDS:
+            kinds.append(name)
+        elif name:
+            logger.warning(
+                "OTEL_TRACES_EXPORTER: unknown exporter %r ignored (otelhooks knows %s)",
+                name,
+                ", ".join(EXPORTER_KINDS),
+            )
+    if not kinds:
+        logger.warning(
+            "OTEL_TRACES_EXPORTER=%r names no usable exporter; using %s", value, DEFAULT_EXPORTER
+        )
+        return [DEFAULT_EXPORTER]
+    return kinds
+
+
 def otlp_protocol_from_env() -> OtlpProtocol:
-    value = (
-        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or "http/protobuf"
-    ).strip()
-    return "grpc" if value == "grpc" else "http/protobuf"
+    """``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` / ``..._PROTOCOL``, default ``http/protobuf``."""
+    value = _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
+    return check_protocol(value) if value is not None else "http/protobuf"
+
+
+def check_protocol(value: str) -> OtlpProtocol:
+    """A supported OTLP protocol; ``http/json`` is refused, anything else warned about."""
+    value = value.strip().lower()
+    if value in ("http/protobuf", "grpc"):
+        return value  # type: ignore[return-value]
+    if value == "http/json":
+        raise ConfigurationError(
+            "OTLP protocol 'http/json' is not supported: the official JSON exporter "
+            "(opentelemetry-exporter-otlp-json-http) conflicts with the OTLP/protobuf exporters of "
+            "this SDK release; use http/protobuf (the default) or grpc"
+        )
+    logger.warning("unknown OTLP protocol %r; using http/protobuf", value)
+    return "http/protobuf"
+
+
+def export_timeout_from_env() -> float:
+    """``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` / ``..._TIMEOUT`` in seconds (as the Python SDK
+    reads them), default 2 s; an invalid value is warned about and the default used."""
+    value = _env("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+    if value is None:
+        return DEFAULT_EXPORT_TIMEOUT_S
+    try:
+        timeout = float(value)
+        if timeout > 0:
+            return timeout
+    except ValueError:
+        pass
+    logger.warning(
+        "invalid OTLP export timeout %r; using the default of %s seconds",
+        value,
+        DEFAULT_EXPORT_TIMEOUT_S,
+    )
+    return DEFAULT_EXPORT_TIMEOUT_S
+
+
+def batch_options_from_env(defaults: Mapping[str, int]) -> dict[str, int]:
+    """``defaults`` with each ``OTEL_BSP_*`` variable that is set and valid applied."""
+    options = dict(defaults)
+    for key, name in _BSP_ENV.items():
+        value = _env(name)
+        if value is None:
+            continue
+        try:
+            number = int(value)
+            if number <= 0:
+                raise ValueError
+            options[key] = number
+        except ValueError:
+            logger.warning("invalid %s=%r ignored; using %s", name, value, options.get(key))
+    return options
+
+
+def make_resource(
+    service_name: str | None, attributes: Mapping[str, Any] | None = None
+) -> Resource:
+    """The resource: ``service_name`` if given, else ``OTEL_SERVICE_NAME`` or ``service.name`` of
+    ``OTEL_RESOURCE_ATTRIBUTES``, else ``otelhooks``; other attributes from the variable too."""
+    given: dict[str, Any] = dict(attributes or {})
+    if service_name is not None:
+        given[SERVICE_NAME] = service_name
+    resource = Resource.create(given)
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+    return resource
 
 
 def make_otlp_exporter(
     endpoint: str | None = None,
-    protocol: OtlpProtocol | None = None,
+    protocol: OtlpProtocol | str | None = None,
     timeout: float | None = None,
 ) -> tuple[SpanExporter, str]:
     """An OTLP span exporter and the address it sends to.
 
     ``endpoint`` is the collector's base address (``http://localhost:4318`` for HTTP,
-    ``http://localhost:4317`` for gRPC); ``None`` leaves it to the standard ``OTEL_EXPORTER_OTLP_*``
-    variables. ``timeout`` (seconds) bounds each export including its retries; it defaults to
-    ``OTEL_EXPORTER_OTLP_TIMEOUT`` or 2 s, so a dead endpoint cannot stall shutdown for long.
+    ``http://localhost:4317`` for gRPC); ``None`` leaves it, with headers, compression and
+    certificates, to the standard ``OTEL_EXPORTER_OTLP_*`` variables. ``timeout`` (seconds)
+    bounds each export including its retries; default ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` or
+    2 s, so a dead endpoint cannot stall shutdown for long.
     """
-    protocol = protocol or otlp_protocol_from_env()
+    proto = check_protocol(protocol) if protocol is not None else otlp_protocol_from_env()
     if timeout is None:
-        env_timeout = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get(
-            "OTEL_EXPORTER_OTLP_TIMEOUT"
-        )
-        timeout = float(env_timeout) if env_timeout else DEFAULT_EXPORT_TIMEOUT_S
-    if protocol == "grpc":
+        timeout = export_timeout_from_env()
+    if proto == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
             OTLPSpanExporter as GrpcExporter,
         )
 
-        target = (
-            endpoint
-            or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            or (os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "http://localhost:4317")
+        target = endpoint or _env(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"
         )
-        insecure = not target.startswith("https://")
+        if target is None:
+            target = "http://localhost:4317"
+        insecure_env = _env("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE")
+        insecure = (
+            insecure_env.lower() == "true"
+            if insecure_env is not None
+            else not target.startswith("https://")
+        )
         grpc_exporter = GrpcExporter(endpoint=target, insecure=insecure, timeout=timeout)
         return grpc_exporter, f"{target} (OTLP/gRPC)"
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
@@ -186,70 +343,147 @@ def make_otlp_exporter(
     return http_exporter, f"{http_exporter._endpoint} (OTLP/HTTP)"
 
 
+class RedactingOTLPSpanExporter(SpanExporter):
+    """The OTLP exporter (protocol from the standard variables) with the default
+    :class:`~otelhooks.builtin.redaction.Redactor` scrubbing every span first.
+
+    Registered as the ``otelhooks_otlp`` traces exporter, so a pipeline that someone else
+    configures from the environment scrubs spans too::
+
+        OTEL_TRACES_EXPORTER=otelhooks_otlp opentelemetry-instrument python my_agent.py
+    """
+
+    def __init__(self, inner: SpanExporter | None = None, redactor: Any = None) -> None:
+        from .builtin.redaction import Redactor
+        from .builtin.span_redaction import scrub_span
+
+        self.inner = inner if inner is not None else make_otlp_exporter()[0]
+        self.redactor = redactor if redactor is not None else Redactor()
+        self._scrub = scrub_span
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        scrubbed = []
+        for span in spans:
+            try:
+                scrubbed.append(self._scrub(self.redactor, span))
+            except Exception:  # never let a secret through because scrubbing failed
+                logger.exception("span scrubbing failed; the span was dropped")
+        return self.inner.export(scrubbed) if scrubbed else SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+GLOBAL_PROVIDER_ADVICE: Final = (
+    "a global TracerProvider is already configured (opentelemetry-instrument?); otelhooks uses "
+    "it. Its exporter is not behind otelhooks' redactor: to scrub spans before they leave, set "
+    "OTEL_TRACES_EXPORTER=otelhooks_otlp (the OTLP exporter with redaction) for that pipeline"
+)
+
+
+def _global_sdk_provider() -> TracerProvider | None:
+    current = trace.get_tracer_provider()
+    return current if isinstance(current, TracerProvider) else None
+
+
 def setup_tracing(
-    exporter: ExporterKind | SpanExporter = "console",
+    exporter: ExporterKind | str | SpanExporter | None = None,
     *,
-    service_name: str = "otelhooks",
+    service_name: str | None = None,
+    resource_attributes: Mapping[str, Any] | None = None,
     otlp_endpoint: str | None = None,
-    otlp_protocol: OtlpProtocol | None = None,
+    otlp_protocol: OtlpProtocol | str | None = None,
     export_timeout: float | None = None,
     redactor: Any = None,
     batch: bool = True,
     batch_options: Mapping[str, int] | None = None,
+    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
     processors: Sequence[SpanProcessor] = (),
     console_out: IO[str] | None = None,
     set_global: bool = False,
+    use_global: bool = True,
 ) -> TracingSetup:
     """Build a :class:`TracerProvider` that exports tool spans.
 
     ``exporter`` is ``"console"`` (the SDK's console exporter), ``"otlp"``, ``"memory"``,
-    ``"none"`` or any SDK ``SpanExporter``. ``service_name`` is used unless ``OTEL_SERVICE_NAME``
-    is set. With a ``redactor`` (:class:`otelhooks.builtin.redaction.Redactor`) every span is
-    scrubbed before any exporter or extra processor sees it. ``processors`` receive the
-    (scrubbed) spans too. ``batch_options`` go to the ``BatchSpanProcessor``
-    (see :data:`RECOMMENDED_BATCH`). ``set_global`` installs the provider as the global one unless
+    ``"none"`` or any SDK ``SpanExporter``; ``None`` means ``OTEL_TRACES_EXPORTER``, else
+    console. ``service_name`` wins over ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``,
+    which win over the default ``otelhooks``. With a ``redactor``
+    (:class:`otelhooks.builtin.redaction.Redactor`) every span is scrubbed before any exporter
+    or extra processor sees it. ``processors`` receive the (scrubbed) spans too.
+    ``batch_options`` go to the batch processor (default :data:`DEFAULT_BATCH`, under any
+    ``OTEL_BSP_*`` variable); ``shutdown_timeout`` bounds :meth:`TracingSetup.shutdown`.
+
+    With ``OTEL_SDK_DISABLED=true`` the provider records nothing. When ``use_global`` and a
+    global SDK provider exists and no exporter was asked for, that provider is used (see the
+    module's documentation). ``set_global`` installs the new provider as the global one unless
     one is already installed, in which case it logs a warning and leaves the global alone.
     """
-    attributes: dict[str, Any] = {}
-    if not os.environ.get("OTEL_SERVICE_NAME"):
-        attributes[SERVICE_NAME] = service_name
-    provider = TracerProvider(resource=Resource.create(attributes))
     stats = ExportStats()
+    existing = _global_sdk_provider() if use_global and exporter is None else None
+    if existing is not None:
+        logger.warning(GLOBAL_PROVIDER_ADVICE)
+        stats.destination = "the global TracerProvider's exporters (not counted here)"
+        chain = list(processors)
+        if redactor is not None and chain:
+            from .builtin.span_redaction import RedactingSpanProcessor
+
+            chain = [RedactingSpanProcessor(redactor, *chain)]
+        for processor in chain:
+            existing.add_span_processor(processor)
+        return TracingSetup(existing, stats, None, uses_global=True)
+
+    provider = TracerProvider(resource=make_resource(service_name, resource_attributes))
+    if sdk_disabled():
+        stats.destination = "nowhere (OTEL_SDK_DISABLED=true)"
+        return TracingSetup(provider, stats, None)
     provider.add_span_processor(_EndCounter(stats))
 
+    kinds: list[Any] = [exporter] if exporter is not None else (exporters_from_env() or [])
+    if not kinds:
+        kinds = [DEFAULT_EXPORTER]
     memory: InMemorySpanExporter | None = None
-    inner: SpanExporter | None
-    if isinstance(exporter, SpanExporter):
-        inner, stats.destination = exporter, type(exporter).__name__
-    elif exporter == "console":
-        inner = ConsoleSpanExporter(out=console_out or sys.stdout)
-        stats.destination = "the console"
-    elif exporter == "otlp":
-        inner, stats.destination = make_otlp_exporter(otlp_endpoint, otlp_protocol, export_timeout)
-    elif exporter == "memory":
-        memory = InMemorySpanExporter()
-        inner, stats.destination = memory, "memory"
-    elif exporter == "none":
-        inner, stats.destination = None, "nowhere (exporter none)"
-    else:
-        raise ValueError(f"unknown exporter {exporter!r}: use console, otlp, memory or none")
+    inners: list[SpanExporter] = []
+    destinations: list[str] = []
+    for kind in kinds:
+        if isinstance(kind, SpanExporter):
+            inners.append(kind)
+            destinations.append(type(kind).__name__)
+        elif kind == "console":
+            inners.append(ConsoleSpanExporter(out=console_out or sys.stdout))
+            destinations.append("the console")
+        elif kind == "otlp":
+            otlp, where = make_otlp_exporter(otlp_endpoint, otlp_protocol, export_timeout)
+            inners.append(otlp)
+            destinations.append(where)
+        elif kind == "memory":
+            memory = InMemorySpanExporter()
+            inners.append(memory)
+            destinations.append("memory")
+        elif kind == "none":
+            destinations.append("nowhere (exporter none)")
+        else:
+            raise ConfigurationError(
+                f"unknown exporter {kind!r}: use console, otlp, memory, none or a SpanExporter"
+            )
+    stats.destination = " and ".join(destinations)
 
-    chain: list[SpanProcessor] = list(processors)
-    counting = CountingExporter(inner, stats) if inner is not None else None
-    if counting is not None:
-        if batch and exporter != "memory":
-            options = batch_options or {}
+    options = batch_options_from_env(DEFAULT_BATCH)
+    options.update(batch_options or {})
+    chain = list(processors)
+    counting: CountingExporter | None = None
+    for i, inner in enumerate(inners):
+        wrapped = CountingExporter(inner, stats if i == 0 else ExportStats())  # count the first
+        counting = counting or wrapped
+        if batch and inner is not memory:
             chain.append(
-                BatchSpanProcessor(
-                    counting,
-                    max_queue_size=options.get("max_queue_size"),
-                    schedule_delay_millis=options.get("schedule_delay_millis"),
-                    max_export_batch_size=options.get("max_export_batch_size"),
-                    export_timeout_millis=options.get("export_timeout_millis"),
-                )
+                BoundedBatchSpanProcessor(wrapped, shutdown_timeout=shutdown_timeout, **options)
             )
         else:
-            chain.append(SimpleSpanProcessor(counting))
+            chain.append(SimpleSpanProcessor(wrapped))
     if redactor is not None and chain:
         from .builtin.span_redaction import RedactingSpanProcessor
 

@@ -43,63 +43,7 @@ class RedactingSpanProcessor(SpanProcessor):
             processor.on_end(scrubbed)
 
     def scrub(self, span: ReadableSpan) -> ReadableSpan:
-        redactor = self.redactor
-        if not redactor.enabled:
-            return span
-        paths: list[str] = []
-        attributes = span.attributes or {}
-        new_attrs, attr_paths = redactor.redact(dict(attributes))
-        paths.extend(attr_paths)
-        events = self._scrub_each(
-            span.events, "events", paths, lambda e, attrs: Event(e.name, attrs, e.timestamp)
-        )
-        links = self._scrub_each(
-            span.links, "links", paths, lambda link, attrs: trace.Link(link.context, attrs)
-        )
-        status = span.status
-        if status.description:
-            description, kinds = redactor.redact_text(status.description, "status")
-            if kinds:
-                paths.append("status.description")
-                status = Status(status.status_code, description)
-        if not paths:
-            return span
-        existing = attributes.get(A.REDACTED_PATHS)
-        recorded = tuple(existing) if isinstance(existing, (list, tuple)) else ()
-        new_attrs[A.REDACTED_PATHS] = tuple(dict.fromkeys((*recorded, *paths)))
-        return ReadableSpan(
-            name=span.name,
-            context=span.context,
-            parent=span.parent,
-            resource=span.resource,
-            attributes=new_attrs,
-            events=events,
-            links=links,
-            kind=span.kind,
-            status=status,
-            start_time=span.start_time,
-            end_time=span.end_time,
-            instrumentation_scope=span.instrumentation_scope,
-        )
-
-    def _scrub_each(
-        self,
-        items: Sequence[_T],
-        name: str,
-        paths: list[str],
-        rebuild: Callable[[_T, dict[str, Any]], _T],
-    ) -> Sequence[_T]:
-        """Events or links with their attributes scrubbed (the same sequence if none changed)."""
-        out: list[_T] | None = None
-        for i, item in enumerate(items):
-            attrs = getattr(item, "attributes", None) or {}
-            scrubbed, found = self.redactor.redact(dict(attrs), f"{name}[{i}]")
-            if found:
-                paths.extend(found)
-                if out is None:
-                    out = list(items)
-                out[i] = rebuild(item, scrubbed)
-        return out if out is not None else items
+        return scrub_span(self.redactor, span)
 
     def shutdown(self) -> None:
         for processor in self.downstream:
@@ -107,3 +51,65 @@ class RedactingSpanProcessor(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return all(p.force_flush(timeout_millis) for p in self.downstream)
+
+
+def scrub_span(redactor: Redactor, span: ReadableSpan) -> ReadableSpan:
+    """``span`` with its attributes, event and link attributes and status description scrubbed,
+    and ``otelhooks.redacted.paths`` listing what was redacted; the same span when nothing was."""
+    if not redactor.enabled:
+        return span
+    paths: list[str] = []
+    attributes = span.attributes or {}
+    new_attrs, attr_paths = redactor.redact(dict(attributes))
+    paths.extend(attr_paths)
+    events = _scrub_each(
+        redactor, span.events, "events", paths, lambda e, attrs: Event(e.name, attrs, e.timestamp)
+    )
+    links = _scrub_each(
+        redactor, span.links, "links", paths, lambda link, attrs: trace.Link(link.context, attrs)
+    )
+    status = span.status
+    if status.description:
+        description, kinds = redactor.redact_text(status.description, "status")
+        if kinds:
+            paths.append("status.description")
+            status = Status(status.status_code, description)
+    if not paths:
+        return span
+    existing = attributes.get(A.REDACTED_PATHS)
+    recorded = tuple(existing) if isinstance(existing, (list, tuple)) else ()
+    new_attrs[A.REDACTED_PATHS] = tuple(dict.fromkeys((*recorded, *paths)))
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=new_attrs,
+        events=events,
+        links=links,
+        kind=span.kind,
+        status=status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+def _scrub_each(
+    redactor: Redactor,
+    items: Sequence[_T],
+    name: str,
+    paths: list[str],
+    rebuild: Callable[[_T, dict[str, Any]], _T],
+) -> Sequence[_T]:
+    """Events or links with their attributes scrubbed (the same sequence if none changed)."""
+    out: list[_T] | None = None
+    for i, item in enumerate(items):
+        attrs = getattr(item, "attributes", None) or {}
+        scrubbed, found = redactor.redact(dict(attrs), f"{name}[{i}]")
+        if found:
+            paths.extend(found)
+            if out is None:
+                out = list(items)
+            out[i] = rebuild(item, scrubbed)
+    return out if out is not None else items
