@@ -1,13 +1,76 @@
-"""Render finished spans as an indented tree with durations (used by the demo and by tests)."""
+"""Span trees as indented text with durations: for the demo, tests and ``otelhooks traces``.
+
+:class:`TreeSpan` is the little a tree needs of a span. It is built from an SDK ``ReadableSpan``
+(:meth:`TreeSpan.from_readable`) or from a trace read back from a backend (see
+:mod:`otelhooks.jaeger_query`), so the demo and ``otelhooks traces`` print the same picture. This
+module does not need the SDK.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
-from opentelemetry.sdk.trace import ReadableSpan
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from . import attributes as A
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+
+@dataclass(frozen=True, slots=True)
+class TreeSpan:
+    """One span of a tree: ids as hex text, times in nanoseconds since the epoch."""
+
+    name: str
+    span_id: str
+    parent_id: str | None
+    start_ns: int
+    end_ns: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    events: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+    trace_id: str = ""
+    service: str = ""
+    error: bool = False
+
+    @property
+    def duration_ms(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e6
+
+    @classmethod
+    def from_readable(cls, span: ReadableSpan) -> TreeSpan:
+        context = span.context
+        parent = span.parent
+        return cls(
+            name=span.name,
+            span_id=f"{context.span_id:016x}" if context is not None else "",
+            parent_id=f"{parent.span_id:016x}" if parent is not None else None,
+            start_ns=span.start_time or 0,
+            end_ns=span.end_time or 0,
+            attributes=dict(span.attributes or {}),
+            events=tuple((e.name, dict(e.attributes or {})) for e in span.events),
+            trace_id=f"{context.trace_id:032x}" if context is not None else "",
+            service=str(span.resource.attributes.get("service.name", "")),
+            error=span.status.status_code.name == "ERROR",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (what ``otelhooks traces --json`` prints per span)."""
+        return {
+            "name": self.name,
+            "span_id": self.span_id,
+            "parent_id": self.parent_id,
+            "start_ns": self.start_ns,
+            "duration_ms": round(self.duration_ms, 3),
+            "attributes": {k: _plain(v) for k, v in self.attributes.items()},
+            "events": [{"name": n, **{k: _plain(v) for k, v in a.items()}} for n, a in self.events],
+            "error": self.error,
+        }
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
 
 _SHOWN = (
     (A.DECISION, "decision"),
@@ -20,41 +83,45 @@ _SHOWN = (
 )
 
 
-def _label(span: ReadableSpan) -> str:
-    duration = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
-    attrs = span.attributes or {}
+def _label(span: TreeSpan) -> str:
+    attrs = span.attributes
     extras: list[str] = []
     for key, short in _SHOWN:
         value: Any = attrs.get(key)
         if value is None or (key == A.ARGUMENTS_REWRITTEN and not value):
             continue
-        text = ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+        text = ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
         extras.append(f"{short}={text}")
-    hooks = [e.attributes for e in span.events if e.name == A.EVENT_HOOK and e.attributes]
+    hooks = [a for name, a in span.events if name == A.EVENT_HOOK and a]
     if hooks:
         extras.append(
             "hooks="
-            + ",".join(f"{h[A.EVENT_HOOK_NAME]!s}:{h[A.EVENT_HOOK_DECISION]!s}" for h in hooks)
+            + ",".join(
+                f"{h.get(A.EVENT_HOOK_NAME)!s}:{h.get(A.EVENT_HOOK_DECISION)!s}" for h in hooks
+            )
         )
     suffix = f"  [{' '.join(extras)}]" if extras else ""
-    return f"{span.name}  {duration:.2f} ms{suffix}"
+    return f"{span.name}  {span.duration_ms:.2f} ms{suffix}"
 
 
-def render_tree(spans: Iterable[ReadableSpan]) -> str:
+def as_tree_spans(spans: Iterable[ReadableSpan | TreeSpan]) -> list[TreeSpan]:
+    return [s if isinstance(s, TreeSpan) else TreeSpan.from_readable(s) for s in spans]
+
+
+def render_tree(spans: Iterable[ReadableSpan | TreeSpan]) -> str:
     """One line per span, children indented under their parent, siblings in start order."""
-    spans = sorted(spans, key=lambda s: s.start_time or 0)
-    ids = {s.context.span_id for s in spans if s.context is not None}
-    children: dict[int | None, list[ReadableSpan]] = {}
-    for span in spans:
-        parent = span.parent.span_id if span.parent is not None else None
-        children.setdefault(parent if parent in ids else None, []).append(span)
+    tree = sorted(as_tree_spans(spans), key=lambda s: s.start_ns)
+    ids = {s.span_id for s in tree}
+    children: dict[str | None, list[TreeSpan]] = {}
+    for span in tree:
+        parent = span.parent_id if span.parent_id in ids else None
+        children.setdefault(parent, []).append(span)
     lines: list[str] = []
 
-    def walk(parent: int | None, depth: int) -> None:
+    def walk(parent: str | None, depth: int) -> None:
         for span in children.get(parent, []):
             lines.append("  " * depth + _label(span))
-            if span.context is not None:
-                walk(span.context.span_id, depth + 1)
+            walk(span.span_id, depth + 1)
 
     walk(None, 0)
     return "\n".join(lines)

@@ -283,16 +283,19 @@ def batch_options_from_env(defaults: Mapping[str, int]) -> dict[str, int]:
 
 
 def make_resource(
-    service_name: str | None, attributes: Mapping[str, Any] | None = None
+    service_name: str | None,
+    attributes: Mapping[str, Any] | None = None,
+    default_service_name: str = DEFAULT_SERVICE_NAME,
 ) -> Resource:
     """The resource: ``service_name`` if given, else ``OTEL_SERVICE_NAME`` or ``service.name`` of
-    ``OTEL_RESOURCE_ATTRIBUTES``, else ``otelhooks``; other attributes from the variable too."""
+    ``OTEL_RESOURCE_ATTRIBUTES``, else ``default_service_name``; other attributes from the
+    variable too."""
     given: dict[str, Any] = dict(attributes or {})
     if service_name is not None:
         given[SERVICE_NAME] = service_name
     resource = Resource.create(given)
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        resource = resource.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+        resource = resource.merge(Resource({SERVICE_NAME: default_service_name}))
     return resource
 
 
@@ -393,6 +396,7 @@ def setup_tracing(
     exporter: ExporterKind | str | SpanExporter | None = None,
     *,
     service_name: str | None = None,
+    default_service_name: str = DEFAULT_SERVICE_NAME,
     resource_attributes: Mapping[str, Any] | None = None,
     otlp_endpoint: str | None = None,
     otlp_protocol: OtlpProtocol | str | None = None,
@@ -411,7 +415,7 @@ def setup_tracing(
     ``exporter`` is ``"console"`` (the SDK's console exporter), ``"otlp"``, ``"memory"``,
     ``"none"`` or any SDK ``SpanExporter``; ``None`` means ``OTEL_TRACES_EXPORTER``, else
     console. ``service_name`` wins over ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``,
-    which win over the default ``otelhooks``. With a ``redactor``
+    which win over ``default_service_name`` (``otelhooks``). With a ``redactor``
     (:class:`otelhooks.builtin.redaction.Redactor`) every span is scrubbed before any exporter
     or extra processor sees it. ``processors`` receive the (scrubbed) spans too.
     ``batch_options`` go to the batch processor (default :data:`DEFAULT_BATCH`, under any
@@ -436,7 +440,8 @@ def setup_tracing(
             existing.add_span_processor(processor)
         return TracingSetup(existing, stats, None, uses_global=True)
 
-    provider = TracerProvider(resource=make_resource(service_name, resource_attributes))
+    resource = make_resource(service_name, resource_attributes, default_service_name)
+    provider = TracerProvider(resource=resource)
     if sdk_disabled():
         stats.destination = "nowhere (OTEL_SDK_DISABLED=true)"
         return TracingSetup(provider, stats, None)

@@ -1,4 +1,9 @@
-"""``otelhooks demo``: run the demo cases with the console, OTLP or no exporter."""
+"""``otelhooks demo``: the seed chapter's cases, traced, with the console, OTLP or no exporter.
+
+The exporter, endpoint, protocol, timeout and service name come from the flags, else from the
+standard ``OTEL_*`` variables, else the defaults (console; ``otelhooks-demo``). Under
+``opentelemetry-instrument`` with no ``--exporter`` the demo uses the pipeline it configured.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +11,20 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 
 CASE_CHOICES = ("allowed", "blocked", "parallel", "redaction", "all")
+DEMO_SERVICE_NAME = "otelhooks-demo"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="otelhooks", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def add_parser(sub: Any) -> None:
     demo = sub.add_parser("demo", help="run the seed chapter's cases, traced")
     demo.add_argument("--case", choices=CASE_CHOICES, default="all")
     demo.add_argument(
         "--exporter",
         choices=("console", "otlp", "none"),
-        default="console",
-        help="where spans go (default: the OpenTelemetry SDK's console exporter)",
+        default=None,
+        help="where spans go (default: OTEL_TRACES_EXPORTER, else the SDK's console exporter)",
     )
     demo.add_argument(
         "--otlp-endpoint",
@@ -40,6 +43,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="seconds one OTLP export may take with its retries (default 2)",
     )
+    demo.add_argument(
+        "--service-name",
+        default=None,
+        help=f"service.name (default: OTEL_SERVICE_NAME, else {DEMO_SERVICE_NAME})",
+    )
     demo.add_argument("--json", action="store_true", help="print the transcript as JSON lines")
     demo.add_argument(
         "--log-format",
@@ -48,14 +56,14 @@ def _parser() -> argparse.ArgumentParser:
         help="how structlog renders the tool-call events on stderr",
     )
     demo.add_argument("--no-tree", action="store_true", help="do not print the span trees")
-    return parser
 
 
-def configure_structlog(fmt: str, redactor: Any) -> None:
-    """The demo's structlog set-up: trace ids, redaction, a readable console or JSON, on stderr."""
+def configure_structlog(fmt: str, redactor: Any, file: TextIO | None = None) -> None:
+    """structlog for a command: trace ids, redaction, a readable console or JSON, on ``file``
+    (stderr by default: stdout is the transcript, or in MCP stdio mode the protocol)."""
     import structlog
 
-    from .builtin import RedactingProcessor, add_trace_context
+    from ..builtin import RedactingProcessor, add_trace_context
 
     renderer: Any = (
         structlog.processors.JSONRenderer()
@@ -70,41 +78,52 @@ def configure_structlog(fmt: str, redactor: Any) -> None:
             RedactingProcessor(redactor),
             renderer,
         ],
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=file or sys.stderr),
         cache_logger_on_first_use=False,
     )
 
 
-def run_demo(args: argparse.Namespace) -> int:
+def quiet_exporter_logs() -> None:
+    """The OTLP exporter logs each failed attempt; commands report the outcome once, clearly."""
+    logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)
+    logging.getLogger("opentelemetry.sdk").setLevel(logging.CRITICAL)
+
+
+def run(args: argparse.Namespace) -> int:
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from .builtin import Redactor
-    from .demo import CASES, run_cases
-    from .spantree import render_tree
-    from .tracing import setup_tracing
-    from .transcript import Transcript
+    from ..builtin import Redactor
+    from ..demo import CASES, run_cases
+    from ..spantree import render_tree
+    from ..tracing import ConfigurationError, exporters_from_env, setup_tracing
+    from ..transcript import Transcript
 
     out = sys.stdout
     redactor = Redactor()
     configure_structlog(args.log_format, redactor)
-    # The OTLP exporter logs each failed attempt; the demo reports the outcome once, clearly.
-    logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)
-    logging.getLogger("opentelemetry.sdk").setLevel(logging.CRITICAL)
+    logging.basicConfig(level=logging.WARNING, format="otelhooks: %(message)s", stream=sys.stderr)
+    quiet_exporter_logs()
 
     tree = InMemorySpanExporter()
-    setup = setup_tracing(
-        args.exporter,
-        service_name="otelhooks-demo",
-        otlp_endpoint=args.otlp_endpoint,
-        otlp_protocol=args.otlp_protocol,
-        export_timeout=args.export_timeout,
-        redactor=redactor,
-        processors=[SimpleSpanProcessor(tree)],
-        # console: export once at the end, after the transcripts, not interleaved with them
-        batch_options={"schedule_delay_millis": 600_000} if args.exporter == "console" else None,
-        console_out=sys.stderr if args.json else out,
-    )
+    kinds = [args.exporter] if args.exporter else (exporters_from_env() or ["console"])
+    try:
+        setup = setup_tracing(
+            args.exporter,
+            service_name=args.service_name,
+            default_service_name=DEMO_SERVICE_NAME,
+            otlp_endpoint=args.otlp_endpoint,
+            otlp_protocol=args.otlp_protocol,
+            export_timeout=args.export_timeout,
+            redactor=redactor,
+            processors=[SimpleSpanProcessor(tree)],
+            # console: export once at the end, after the transcripts, not interleaved with them
+            batch_options={"schedule_delay_millis": 600_000} if "console" in kinds else None,
+            console_out=sys.stderr if args.json else out,
+        )
+    except ConfigurationError as exc:
+        print(f"otelhooks demo: {exc}", file=sys.stderr)
+        return 2
     transcript = Transcript(out, json_lines=args.json)
 
     def after_case(name: str) -> None:
@@ -129,21 +148,10 @@ def run_demo(args: argparse.Namespace) -> int:
             )
         )
     finally:
-        if args.exporter == "console" and not args.json:
+        if "console" in kinds and not args.json and not setup.uses_global:
             print("[exported spans: OpenTelemetry console exporter]", file=out, flush=True)
         stats = setup.shutdown()
-    if args.exporter == "otlp":
+    if "otlp" in kinds and not setup.uses_global:
         status = "ok" if stats.lost == 0 else "EXPORT FAILED"
         print(f"traces: {status}: {stats.summary()}", file=sys.stderr, flush=True)
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "demo":
-        return run_demo(args)
-    return 2  # pragma: no cover - argparse rejects other commands
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The ``otelhooks`` command: one module per subcommand (``demo``, ``traces``, ``mcp``).
+
+Each subcommand module has ``add_parser(subparsers)`` and ``run(args) -> int``. A subcommand
+whose optional dependencies are missing says, in one line on stderr, what to install, and exits
+with 2: never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS = ("demo", "traces")
+
+# Optional imports and the extra that brings each.
+EXTRAS = {
+    "opentelemetry.sdk": "sdk",
+    "opentelemetry.exporter": "sdk",
+    "mcp": "mcp",
+    "openai": "openai",
+    "anthropic": "anthropic",
+}
+
+
+def missing_extra(exc: ModuleNotFoundError) -> str | None:
+    """The extra that provides the module an ImportError names, if it is one of ours."""
+    name = exc.name or ""
+    for prefix, extra in EXTRAS.items():
+        if name == prefix or name.startswith(prefix + "."):
+            return extra
+    return None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="otelhooks",
+        description="Agent tool calls as before -> run -> after, traced with OpenTelemetry.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        importlib.import_module(f".{name}", __name__).add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    module = importlib.import_module(f".{args.command}", __name__)
+    try:
+        return int(module.run(args))
+    except ModuleNotFoundError as exc:
+        extra = missing_extra(exc)
+        if extra is None:
+            raise
+        print(
+            f"otelhooks {args.command}: {exc.name} is not installed; "
+            f"install it with: pip install 'otelhooks[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
