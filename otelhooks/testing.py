@@ -58,6 +58,23 @@ class InMemoryTracing:
                 found.append(span)
         return found
 
+    def find_one(self, name: str | None = None, **attributes: Any) -> ReadableSpan:
+        """The one span :meth:`find` gives; fails showing the near misses (spans of that name
+        with the attributes they do have)."""
+        found = self.find(name, **attributes)
+        if len(found) == 1:
+            return found[0]
+        wanted = {k.replace("__", "."): v for k, v in attributes.items()}
+        near = [
+            f"{s.name} {{{', '.join(f'{k}={(s.attributes or {}).get(k)!r}' for k in wanted)}}}"
+            for s in self.spans()
+            if name is None or s.name == name
+        ]
+        raise AssertionError(
+            f"expected one span name={name!r} with {wanted}, found {len(found)}; "
+            + (f"near misses: {near}" if near else self.describe())
+        )
+
     def tool_spans(self, tool_name: str | None = None) -> list[ReadableSpan]:
         """The ``execute_tool`` spans, optionally of one tool, in start order."""
         spans = [
@@ -69,17 +86,35 @@ class InMemoryTracing:
         return sorted(spans, key=lambda s: s.start_time or 0)
 
     def tool_span(self, *, call_id: str | None = None, name: str | None = None) -> ReadableSpan:
-        """The one tool span of a call id (or of a tool name); fails if there is not exactly one."""
+        """The one tool span of a call id (or of a tool name); fails if there is not exactly one,
+        saying which tool spans (names and call ids) were captured."""
         spans = self.tool_spans(name)
         if call_id is not None:
             spans = [s for s in spans if (s.attributes or {}).get(A.GEN_AI_TOOL_CALL_ID) == call_id]
         if len(spans) != 1:
             raise AssertionError(
                 f"expected one tool span for call_id={call_id!r} name={name!r}, "
-                f"found {len(spans)}: "
-                f"{[s.name for s in spans]}"
+                f"found {len(spans)}; {self.describe()}"
             )
         return spans[0]
+
+    def describe(self) -> str:
+        """What was captured, for a failure message: the tool spans with their call ids, or the
+        span names, or a hint when nothing was captured at all."""
+        spans = self.spans()
+        if not spans:
+            return (
+                "no spans were captured at all: was the executor or agent built with "
+                "tracer_provider=<this fixture>.provider? (without it, spans go to the global "
+                "provider)"
+            )
+        tools = [
+            f"{s.name} (call_id={(s.attributes or {}).get(A.GEN_AI_TOOL_CALL_ID)!r})"
+            for s in self.tool_spans()
+        ]
+        if tools:
+            return "captured tool spans: " + ", ".join(tools)
+        return "captured spans: " + ", ".join(s.name for s in spans)
 
     def children(self, span: ReadableSpan) -> list[ReadableSpan]:
         """The direct children of ``span``, in start order."""
@@ -89,10 +124,12 @@ class InMemoryTracing:
         return sorted(kids, key=lambda s: s.start_time or 0)
 
     def child(self, span: ReadableSpan, name: str) -> ReadableSpan:
+        """The one child of ``span`` with this name; fails listing the children there are."""
         matches = [c for c in self.children(span) if c.name == name]
         if len(matches) != 1:
             raise AssertionError(
-                f"expected one {name!r} child of {span.name!r}, found {len(matches)}"
+                f"expected one {name!r} child of {span.name!r}, found {len(matches)}; "
+                f"its children: {self.child_names(span)}"
             )
         return matches[0]
 

@@ -478,6 +478,9 @@ def setup_tracing(
 
     options = batch_options_from_env(DEFAULT_BATCH)
     options.update(batch_options or {})
+    options["max_export_batch_size"] = min(
+        options["max_export_batch_size"], options["max_queue_size"]
+    )
     chain = list(processors)
     counting: CountingExporter | None = None
     for i, inner in enumerate(inners):

@@ -24,12 +24,13 @@ EXTRAS = {
 }
 
 
-def missing_extra(exc: ModuleNotFoundError) -> str | None:
-    """The extra that provides the module an ImportError names, if it is one of ours."""
+def missing_extra(exc: ModuleNotFoundError) -> tuple[str, str] | None:
+    """The package and the extra that provides the module an ImportError names, if it is one
+    of ours."""
     name = exc.name or ""
     for prefix, extra in EXTRAS.items():
         if name == prefix or name.startswith(prefix + "."):
-            return extra
+            return prefix, extra
     return None
 
 
@@ -50,11 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(module.run(args))
     except ModuleNotFoundError as exc:
-        extra = missing_extra(exc)
-        if extra is None:
+        missing = missing_extra(exc)
+        if missing is None:
             raise
+        package, extra = missing
         print(
-            f"otelhooks {args.command}: {exc.name} is not installed; "
+            f"otelhooks {args.command}: {package} is not installed; "
             f"install it with: pip install 'otelhooks[{extra}]'",
             file=sys.stderr,
         )
