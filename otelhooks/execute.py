@@ -96,6 +96,7 @@ class PreparedCall:
     block_reason: str | None = None
     overridden: bool | None = None  # set when after-hooks ran
     error_type: str | None = None
+    redacted: list[str] | None = None  # span attributes the hooks' redaction changed
 
 
 class ToolExecutor:
@@ -473,6 +474,8 @@ class ToolExecutor:
                 if span.is_recording():
                     self._mark_error(span, outcome.failure.error_type, str(outcome.failure))
             p.overridden = outcome.overridden
+            if outcome.changed_after_scrub:  # redaction holds whatever later hooks did
+                return p.chain.scrub_result(outcome.result)
             return outcome.result
         finally:
             otel_context.detach(token)
@@ -550,9 +553,15 @@ class ToolExecutor:
         span.set_status(Status(StatusCode.ERROR, message))
         span.set_attribute(A.ERROR_TYPE, error_type)
 
-    def _content(self, p: PreparedCall, text: str) -> str:
-        """Text for a span: scrubbed by the hooks' redaction first, then cut."""
-        return cap_text(p.chain.scrub(text), self.max_content_length)
+    def _content(self, p: PreparedCall, text: str, attribute: str) -> str:
+        """Text for a span attribute: scrubbed by the hooks' redaction first (noted in
+        ``otelhooks.redacted.paths``), then cut."""
+        scrubbed = p.chain.scrub(text)
+        if scrubbed is not text and scrubbed != text:
+            if p.redacted is None:
+                p.redacted = []
+            p.redacted.append(attribute)
+        return cap_text(scrubbed, self.max_content_length)
 
     def _progress_callback(self, p: PreparedCall, span: Span) -> Callable[[Any], None]:
         count = 0
@@ -564,7 +573,7 @@ class ToolExecutor:
                 attrs: dict[str, Any] = {A.EVENT_PROGRESS_INDEX: count}
                 if self.capture_content:
                     text = update if isinstance(update, str) else to_json_text(update)
-                    attrs[A.EVENT_PROGRESS_CONTENT] = self._content(p, text)
+                    attrs[A.EVENT_PROGRESS_CONTENT] = self._content(p, text, A.EVENT_PROGRESS)
                 span.add_event(A.EVENT_PROGRESS, attrs)
             if p.on_update is not None:
                 try:
@@ -658,9 +667,16 @@ class ToolExecutor:
                 attrs[A.CANCELLED] = True
         if self.capture_content:
             if p.tool is not None and p.decision is not None:
-                attrs[A.GEN_AI_TOOL_CALL_ARGUMENTS] = self._content(p, to_json_text(dict(p.args)))
+                arguments = to_json_text(dict(p.args))
+                attrs[A.GEN_AI_TOOL_CALL_ARGUMENTS] = self._content(
+                    p, arguments, A.GEN_AI_TOOL_CALL_ARGUMENTS
+                )
             if not result.is_error:  # an error goes to the status and error.type
-                attrs[A.GEN_AI_TOOL_CALL_RESULT] = self._content(p, result.content)
+                attrs[A.GEN_AI_TOOL_CALL_RESULT] = self._content(
+                    p, result.content, A.GEN_AI_TOOL_CALL_RESULT
+                )
+        if p.redacted:
+            attrs[A.REDACTED_PATHS] = tuple(dict.fromkeys(p.redacted))
         return attrs
 
     def _notify(self, p: PreparedCall, result: ToolResult) -> None:

@@ -195,6 +195,7 @@ class RegisteredHook:
     before_failure: FailurePolicy = FAIL_CLOSED
     after_failure: FailurePolicy = FAIL_OPEN
     scrub: ScrubFn | None = None
+    scrub_result: Callable[[ToolResult], ToolResult] | None = None
     patterns: tuple[str, ...] = ()  # tool patterns of the hook's own (a policy's list)
     _exact: frozenset[str] = field(default=frozenset(), repr=False)
     _globs: tuple[str, ...] = field(default=(), repr=False)
@@ -245,18 +246,27 @@ NO_HOOKS: Final = PhaseHooks((), (), ())
 class HookChain:
     """An immutable, ordered set of registrations, with the per-tool selection cached."""
 
-    __slots__ = ("_cache", "_scrubbers", "hooks")
+    __slots__ = ("_cache", "_result_scrubbers", "_scrubbers", "hooks")
 
     def __init__(self, hooks: Iterable[RegisteredHook] = ()) -> None:
         self.hooks: tuple[RegisteredHook, ...] = tuple(hooks)
         self._cache: dict[str, PhaseHooks] = {}
         self._scrubbers = tuple(h.scrub for h in self.hooks if h.scrub is not None)
+        self._result_scrubbers = tuple(
+            h.scrub_result for h in self.hooks if h.scrub_result is not None
+        )
 
     def scrub(self, text: str) -> str:
         """``text`` through every registered hook's ``scrub_text`` (unchanged when none)."""
         for scrub in self._scrubbers:
             text = scrub(text)
         return text
+
+    def scrub_result(self, result: ToolResult) -> ToolResult:
+        """``result`` through every registered hook's ``scrub_result`` (unchanged when none)."""
+        for scrub in self._result_scrubbers:
+            result = scrub(result)
+        return result
 
     def check_tools(self, tool_names: Iterable[str], *, strict: bool = False) -> list[str]:
         """Warn about (or with ``strict`` raise on) tool patterns that match no tool; returns
@@ -356,9 +366,11 @@ class Hooks:
                     f"hooks.add({hook.__name__}(...))"
                 )
             scrub: ScrubFn | None = None
+            scrub_result: Callable[[ToolResult], ToolResult] | None = None
             own_patterns: tuple[str, ...] = ()
             if hook is not None:
                 scrub = getattr(hook, "scrub_text", None)
+                scrub_result = getattr(hook, "scrub_result", None)
                 own_patterns = tuple(getattr(hook, "patterns", None) or ())
                 before = before or getattr(hook, "before_tool_call", None)
                 after = after or getattr(hook, "after_tool_call", None)
@@ -387,6 +399,7 @@ class Hooks:
                 before_failure=before_failure or FAIL_CLOSED,
                 after_failure=after_failure or FAIL_OPEN,
                 scrub=scrub,
+                scrub_result=scrub_result,
                 patterns=own_patterns,
             )
         if self.registry is not None:
@@ -524,6 +537,7 @@ class AfterOutcome:
     overridden: bool = False
     failure: HookFailure | None = None  # the failure that withheld the result (fail closed)
     runs: list[HookRun] = field(default_factory=list)
+    changed_after_scrub: bool = False  # a hook changed the result after a scrubbing hook ran
 
 
 def readonly_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -674,6 +688,7 @@ async def run_after_chain(
 ) -> AfterOutcome:
     """Run the after-hooks in order, each seeing the result as overridden so far."""
     outcome = AfterOutcome(result=ctx.result)
+    scrubbed: ToolResult | None = None
     for hook in hooks:
         assert hook.after is not None
         start = time.perf_counter()
@@ -681,6 +696,8 @@ async def run_after_chain(
             value = await call_hook(hook, hook.after, ctx)
             if value is None:
                 outcome.runs.append(HookRun(hook.name, "keep", _ms_since(start)))
+                if hook.scrub_result is not None:
+                    scrubbed = outcome.result
                 continue
             if isinstance(value, str):
                 value = AfterOverride(content=value)
@@ -715,6 +732,8 @@ async def run_after_chain(
                     result.is_error,
                 )
             outcome.runs.append(HookRun(hook.name, "override", _ms_since(start)))
+            if hook.scrub_result is not None:
+                scrubbed = outcome.result
         except HookFailure as failure:
             kind = "timeout" if failure.error_type == ERR_HOOK_TIMEOUT else "failed"
             outcome.runs.append(HookRun(hook.name, kind, _ms_since(start), failure))
@@ -728,6 +747,7 @@ async def run_after_chain(
                 )
                 outcome.overridden, outcome.failure = True, failure
                 return outcome
+    outcome.changed_after_scrub = scrubbed is not None and outcome.result is not scrubbed
     return outcome
 
 

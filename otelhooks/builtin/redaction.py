@@ -20,161 +20,42 @@ Cost is bounded: each pattern runs only when a cheap keyword test says it could 
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
 
 from opentelemetry import trace
 
 from .. import attributes as A
 from ..hooks import AfterOverride, AfterToolCallContext
+from ..messages import ToolResult
+from .secret_keys import (
+    KEY_WORDS,
+    Span,
+    classify,
+    key_value_spans,
+    kubernetes_secret_spans,
+    looks_random,
+)
+from .secret_rules import CHECKS, PATTERNS, SecretPattern, luhn_valid
+
+__all__ = [
+    "DEFAULT_ALLOW_KEYS",
+    "PATTERNS",
+    "RedactingProcessor",
+    "RedactionHook",
+    "Redactor",
+    "SecretPattern",
+    "luhn_valid",
+    "redacted",
+]
 
 Callback = Callable[[str, str], str | None]
-
-
-@dataclass(frozen=True, slots=True)
-class SecretPattern:
-    """A secret format. ``keywords``: at least one must occur in the text (matched case-sensitively,
-    or against the lower-cased text when ``lower``) for the regex to run at all. ``group``: the
-    part of the match that is replaced (0 = all). ``check``: a final test of the matched text.
-    ``prefilter``: a cheap regex that must find something before ``regex`` runs."""
-
-    kind: str
-    regex: re.Pattern[str]
-    keywords: tuple[str, ...] = ()
-    lower: bool = False
-    group: int = 0
-    check: Callable[[str], bool] | None = None
-    prefilter: re.Pattern[str] | None = None
-
-
-def luhn_valid(text: str) -> bool:
-    digits = [int(c) for c in text if c.isdigit()]
-    if not 13 <= len(digits) <= 19:
-        return False
-    total = 0
-    for i, d in enumerate(reversed(digits)):
-        if i % 2:
-            d *= 2
-            if d > 9:
-                d -= 9
-        total += d
-    return total % 10 == 0
-
-
-DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
-    SecretPattern(
-        "private_key",
-        re.compile(
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
-            r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)"
-        ),
-        ("PRIVATE KEY",),
-    ),
-    SecretPattern(
-        "jwt",
-        re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{10,}"),
-        ("eyJ",),
-    ),
-    SecretPattern(
-        "bearer_token",
-        re.compile(r"(?i)\bbearer\s+([A-Za-z0-9\-._~+/]{8,}=*)"),
-        ("bearer",),
-        lower=True,
-        group=1,
-    ),
-    SecretPattern(
-        "aws_access_key_id",
-        re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b"),
-        ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
-    ),
-    SecretPattern(
-        "aws_secret_access_key",
-        re.compile(
-            r"(?i)aws.{0,24}?(?:secret|key).{0,24}?[=:]\s*[\"']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
-        ),
-        ("aws",),
-        lower=True,
-        group=1,
-    ),
-    SecretPattern(
-        "github_token",
-        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})"),
-        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-    ),
-    SecretPattern("slack_token", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}"), ("xox",)),
-    SecretPattern(
-        "slack_webhook",
-        re.compile(r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_-]+"),
-        ("hooks.slack.com",),
-    ),
-    SecretPattern("anthropic_api_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}"), ("sk-ant-",)),
-    SecretPattern(
-        "openai_api_key",
-        re.compile(r"\bsk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_-]{20,}"),
-        ("sk-",),
-    ),
-    SecretPattern("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), ("AIza",)),
-    SecretPattern(
-        "stripe_key",
-        re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-        ("_live_", "_test_"),
-    ),
-    SecretPattern(
-        "connection_string_password",
-        re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@]*:([^\s@/]+)@"),
-        ("://",),
-        group=1,
-    ),
-    SecretPattern(
-        "password",
-        re.compile(
-            r"(?i)\b(?:password|passwd|pwd|secret|client[_-]?secret|api[_-]?key|access[_-]?key"
-            r"|secret[_-]?key|private[_-]?key|auth[_-]?token|access[_-]?token|refresh[_-]?token"
-            r"|session[_-]?id|x-api-key)\b[\"']?\s*[=:]\s*(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"
-        ),
-        ("pass", "pwd", "secret", "key", "token", "session"),
-        lower=True,
-        group=1,
-    ),
-    SecretPattern(
-        "token",
-        re.compile(r"(?i)\b[a-z0-9_]*token\s*=\s*(\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)"),
-        ("token",),
-        lower=True,
-        group=1,
-    ),
-    SecretPattern(
-        "credit_card",
-        re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])"),
-        (),
-        check=luhn_valid,
-        prefilter=re.compile(r"\d{4}[ -]?\d{4}[ -]?\d{4}"),
-    ),
-)
-
-# Key names whose values are redacted whole. Matched anywhere in the key, case-insensitively.
-DEFAULT_SENSITIVE_KEYS: tuple[tuple[str, str], ...] = (
-    ("password", r"passw(?:or)?d|\bpwd\b|mysql_pwd"),
-    ("secret", r"secret"),
-    ("auth", r"auth(?!or(?!i[sz]))"),
-    ("credential", r"credential"),
-    ("private_key", r"private[._ -]?key"),
-    ("api_key", r"api[._ -]?key"),
-    (
-        "token",
-        r"(?<!input_)(?<!output_)(?<!max_)(?<!prompt_)(?<!completion_)(?<!reasoning_)"
-        r"token(?!s?[._ -]?(?:count|usage|limit|used|budget))(?!s\b)",
-    ),
-    ("session", r"session"),
-    ("cookie", r"cookie"),
-    ("jwt", r"(?:\b|_)jwt(?:\b|_)"),
-    ("csrf", r"(?:\b|_)[cx]srf(?:\b|_)"),
-    ("ssn", r"(?:\b|_)ssn(?:\b|_)|social[._ -]?security"),
-    ("credit_card", r"credit[._ -]?card|card[._ -]?number|\bcvv\b|\bcvc\b"),
-)
 
 # Keys never redacted for their name alone (``max_tokens`` is no token): identifiers a person
 # needs to find the trace. Their values still go through the secret patterns.
@@ -187,6 +68,8 @@ DEFAULT_ALLOW_KEYS: frozenset[str] = frozenset(
         A.GEN_AI_REQUEST_MODEL,
         A.GEN_AI_USAGE_INPUT_TOKENS,
         A.GEN_AI_USAGE_OUTPUT_TOKENS,
+        A.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+        A.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
         A.DECISION,
         A.DECISION_HOOK,
         A.REDACTED_PATHS,
@@ -206,10 +89,100 @@ DEFAULT_ALLOW_KEYS: frozenset[str] = frozenset(
     }
 )
 
-_JSON_START = ("{", "[")
-_MAX_JSON = 1_000_000
-_MIN_SECRET_LEN = 8
-_MAX_DEPTH = 64
+_MIN_SECRET_LEN: Final = 8
+_MAX_DEPTH: Final = 64
+_MAX_JSON_WALK: Final = 16_384  # JSON text up to this size is walked as structure
+_JSON_START: Final = ("{", "[")
+_KNOWN_MAX: Final = 8192
+
+# Encoded forms a secret is often found in, decoded (only characters that change no syntax).
+_ENCODED: Final = re.compile(r"\\/|\\u00[0-9a-fA-F]{2}|%[0-9a-fA-F]{2}")
+_SAFE: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=:@._~-")
+_DATA_URL: Final = re.compile(r"data:[\w/+.-]*;base64,([A-Za-z0-9+/]{16,}={0,2})")
+_BASE64ISH: Final = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+def _decode_safe(text: str) -> str:
+    """``text`` with JSON escapes (``\\/``, ``\\u00XX``) and URL escapes (``%XX``) of safe
+    characters decoded; other escapes are left as they are."""
+
+    def one(match: re.Match[str]) -> str:
+        token = match.group()
+        if token == "\\/":
+            return "/"
+        char = chr(int(token[-2:], 16))
+        return char if char in _SAFE else token
+
+    return _ENCODED.sub(one, text)
+
+
+def _b64decode(text: str) -> str | None:
+    try:
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+        return raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _basic_credential(text: str) -> bool:
+    decoded = _b64decode(text)
+    return decoded is not None and ":" in decoded
+
+
+_CHECKS: dict[str, Callable[[str], bool]] = {**CHECKS, "basic_auth": _basic_credential}
+
+
+_ESCAPE: Final = re.compile(r"\\([nrt])")
+_CONTROL: Final = {"n": "\n", "r": "\r", "t": "\t"}
+_LONG: Final = 16  # no token format is shorter
+_NOT_DIGITS: Final = {c: None for c in range(0x250) if not chr(c).isdigit()}
+
+
+def _unescape(match: re.Match[str]) -> str:
+    return " " + _CONTROL[match.group(1)]
+
+
+def _minimal(words: Iterable[str]) -> list[str]:
+    """The words no other word is part of (enough for a gate that only needs to know)."""
+    words = set(words)
+    return sorted(w for w in words if not any(o != w and o in w for o in words))
+
+
+def _gate(words: Iterable[str]) -> re.Pattern[str] | None:
+    minimal = _minimal(words)
+    return re.compile(_trie_regex(minimal)) if minimal else None
+
+
+@functools.lru_cache(maxsize=32)
+def _gates(
+    patterns: tuple[SecretPattern, ...], use_defaults: bool
+) -> tuple[
+    dict[int, int],
+    re.Pattern[str] | None,
+    re.Pattern[str] | None,
+    dict[str, tuple[SecretPattern, ...]],
+    tuple[SecretPattern, ...],
+    frozenset[str],
+]:
+    """The order, gates and keyword index of a set of patterns (built once per set)."""
+    key_words = frozenset(KEY_WORDS) if use_defaults else frozenset()
+    token_words = {k for p in patterns if p.in_token for k in p.keywords if k}
+    context_words = {k for p in patterns if not p.in_token for k in p.keywords if k}
+    context_words |= key_words
+    minimal_token, minimal_context = _minimal(token_words), _minimal(context_words)
+    by_word: dict[str, list[SecretPattern]] = {}
+    for pattern in patterns:
+        gate_words = minimal_token if pattern.in_token else minimal_context
+        for word in {m for m in gate_words for k in pattern.keywords if k and m in k}:
+            by_word.setdefault(word, []).append(pattern)
+    return (
+        {id(p): i for i, p in enumerate(patterns)},
+        _gate(token_words),
+        _gate(context_words),
+        {w: tuple(ps) for w, ps in by_word.items()},
+        tuple(p for p in patterns if not any(p.keywords)),
+        frozenset(m for m in minimal_context for k in key_words if m in k),
+    )
 
 
 def _trie_regex(words: Sequence[str]) -> str:
@@ -231,20 +204,34 @@ def _trie_regex(words: Sequence[str]) -> str:
 
 
 def redacted(kind: str) -> str:
+    """The text a redacted secret is replaced with."""
     return f"[REDACTED:{kind}]"
 
 
 @dataclass
 class Redactor:
-    """Finds and replaces secrets. Immutable once built; safe to share between threads.
+    """Finds and replaces secrets. Immutable once built (but for :meth:`add_pattern`); safe to
+    share between threads.
 
-    ``patterns`` and ``sensitive_keys`` extend the defaults (or replace them with
-    ``use_defaults=False``); ``allow_keys`` are never redacted for their name (their values are
-    still searched for secret patterns: a tool name or a call id comes from the model, which must
-    not be able to smuggle a key through it); ``callback(path, text)`` runs on
-    every string after the built-in rules and returns a replacement or ``None``. A redactor built
-    with ``enabled=False`` (see :meth:`disabled`) changes nothing: redaction is turned off only
-    explicitly.
+    Three kinds of rules apply to every string: the token formats of
+    :mod:`otelhooks.builtin.secret_rules` (wherever they appear), values under credential names
+    in any syntax (:mod:`otelhooks.builtin.secret_keys`), and structures that hold secrets
+    (Kubernetes Secrets, ``Authorization`` and ``Cookie`` headers, URLs with a password, base64
+    ``data:`` URLs). JSON-escaped and URL-encoded forms are decoded and checked too. In dicts, a
+    value under a credential key is replaced whole, and keys are checked like values (a secret
+    used as a key).
+
+    ``patterns`` and ``sensitive_keys`` (``(kind, regex)`` pairs matched anywhere in a key name)
+    extend the defaults (or replace them with ``use_defaults=False``); ``allow_keys`` are never
+    redacted for their name (their values are still searched for secret patterns: a tool name or
+    a call id comes from the model, which must not be able to smuggle a key through it);
+    ``callback(path, text)`` runs on every string after the built-in rules and returns a
+    replacement or ``None``. A redactor built with ``enabled=False`` (see :meth:`disabled`)
+    changes nothing: redaction is turned off only explicitly.
+
+    Text the redactor returned (or found clean) is remembered by identity, so the same string
+    passed again (the result the redaction hook produced, now a span attribute or a log field) is
+    not scanned twice.
     """
 
     patterns: Sequence[SecretPattern] = ()
@@ -254,25 +241,31 @@ class Redactor:
     use_defaults: bool = True
     enabled: bool = True
     _patterns: tuple[SecretPattern, ...] = field(init=False, repr=False)
-    _key_regex: re.Pattern[str] = field(init=False, repr=False)
-    _key_kinds: tuple[str, ...] = field(init=False, repr=False)
+    _extra_keys: re.Pattern[str] | None = field(init=False, repr=False, default=None)
+    _extra_kinds: tuple[str, ...] = field(init=False, repr=False, default=())
     _allow: frozenset[str] = field(init=False, repr=False)
-    _key_cache: dict[str, str | None] = field(init=False, repr=False, default_factory=dict)
+    _key_cache: dict[str, tuple[int, str] | None] = field(
+        init=False, repr=False, default_factory=dict
+    )
     _gate: re.Pattern[str] | None = field(init=False, repr=False, default=None)
-    _all: tuple[tuple[SecretPattern, frozenset[str] | None], ...] = field(
-        init=False, repr=False, default=()
+    _token_gate: re.Pattern[str] | None = field(init=False, repr=False, default=None)
+    _by_word: dict[str, tuple[SecretPattern, ...]] = field(
+        init=False, repr=False, default_factory=dict
     )
-    _keywordless: tuple[tuple[SecretPattern, frozenset[str] | None], ...] = field(
-        init=False, repr=False, default=()
-    )
+    _always: tuple[SecretPattern, ...] = field(init=False, repr=False, default=())
+    _key_words: frozenset[str] = field(init=False, repr=False, default=frozenset())
+    _order: dict[int, int] = field(init=False, repr=False, default_factory=dict)
+    _known: dict[int, str] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        base = DEFAULT_PATTERNS if self.use_defaults else ()
+        base = PATTERNS if self.use_defaults else ()
         self._set_patterns(tuple(self.patterns) + base)
-        keys = tuple(self.sensitive_keys) + (DEFAULT_SENSITIVE_KEYS if self.use_defaults else ())
-        self._key_kinds = tuple(kind for kind, _ in keys)
-        alternatives = "|".join(f"(?P<k{i}>{rx})" for i, (_, rx) in enumerate(keys)) or "(?!)"
-        self._key_regex = re.compile(alternatives, re.IGNORECASE)
+        if self.sensitive_keys:
+            alternatives = "|".join(
+                f"(?P<k{i}>{rx})" for i, (_, rx) in enumerate(self.sensitive_keys)
+            )
+            self._extra_keys = re.compile(alternatives, re.IGNORECASE)
+            self._extra_kinds = tuple(kind for kind, _ in self.sensitive_keys)
         self._allow = frozenset(self.allow_keys) | (
             DEFAULT_ALLOW_KEYS if self.use_defaults else frozenset()
         )
@@ -286,97 +279,152 @@ class Redactor:
         self, kind: str, regex: str, *, keywords: Iterable[str] = (), group: int = 0
     ) -> None:
         """Add a secret pattern (checked before the defaults)."""
-        pattern = SecretPattern(kind, re.compile(regex), tuple(keywords), group=group)
+        pattern = SecretPattern(
+            kind, re.compile(regex), tuple(k.lower() for k in keywords), group=group
+        )
         self._set_patterns((pattern, *self._patterns))
 
     def _set_patterns(self, patterns: tuple[SecretPattern, ...]) -> None:
-        """Keep the patterns and build the gate: one regex over the lower-cased text that finds
-        the patterns' keywords (shaped as a trie: each position costs one branch). A pattern
-        runs only when the gate found one of its keywords, or its prefilter matches, so a clean
-        text costs one regex scan whatever the number of patterns."""
+        """Keep the patterns and build the two gates. The token gate finds the keywords of the
+        token formats (``ghp_``, ``xoxb-``, ``AKIA``...) inside long tokens only (16+ characters
+        without spaces: a secret is one), which is where they can be; the context gate finds
+        ordinary words (key names, ``authorization``, ``machine``...) anywhere. A pattern runs
+        only when a gate found one of its keywords (or, without keywords, when its prefilter
+        matches), so a clean text costs two scans whatever the number of patterns."""
         self._patterns = patterns
-        keywords = {k.lower() for p in patterns for k in p.keywords}
-        minimal = sorted(k for k in keywords if not any(o != k and o in k for o in keywords))
-        self._gate = re.compile(_trie_regex(minimal)) if minimal else None
-        # per pattern: the gate's words that its keywords contain (None: no keyword test)
-        gate_words = (
-            frozenset(m for m in minimal for k in p.keywords if m in k.lower())
-            if p.keywords
-            else None
-            for p in patterns
-        )
-        self._all = tuple(zip(patterns, gate_words, strict=True))
-        self._keywordless = tuple((p, w) for p, w in self._all if w is None)
+        self._known = {}
+        (
+            self._order,
+            self._token_gate,
+            self._gate,
+            self._by_word,
+            self._always,
+            self._key_words,
+        ) = _gates(patterns, self.use_defaults)
 
     # -- the rules ----------------------------------------------------------------------------
 
-    def sensitive_key(self, key: str) -> str | None:
-        """The kind of a sensitive key name, or ``None``."""
+    def key_tier(self, key: str) -> tuple[int, str] | None:
+        """``(1, kind)`` for a credential key name (its value is redacted whole), ``(2, kind)``
+        for a credential-ish one (its value when it looks random), else ``None``."""
         if key in self._allow:
             return None
-        cached = self._key_cache.get(key, "")
-        if cached != "":
-            return cached
-        match = self._key_regex.search(key)
-        kind = None
-        if match is not None and match.lastgroup is not None:
-            kind = self._key_kinds[int(match.lastgroup[1:])]
+        cached = self._key_cache.get(key, ())
+        if cached != ():
+            return cached  # type: ignore[return-value]
+        found = classify(key) if self.use_defaults else None
+        if self._extra_keys is not None and (found is None or found[0] == 2):
+            match = self._extra_keys.search(key)
+            if match is not None and match.lastgroup is not None:
+                found = (1, self._extra_kinds[int(match.lastgroup[1:])])
         if len(self._key_cache) < 10_000:
-            self._key_cache[key] = kind
-        return kind
+            self._key_cache[key] = found
+        return found
+
+    def sensitive_key(self, key: str) -> str | None:
+        """The kind of a credential key name (one whose value is always redacted), or ``None``."""
+        found = self.key_tier(key)
+        return found[1] if found is not None and found[0] == 1 else None
 
     def redact_text(self, text: str, path: str = "") -> tuple[str, list[str]]:
         """``text`` with secrets replaced, and the kinds found (empty when unchanged)."""
         if not self.enabled:
             return text, []
-        kinds: list[str] = []
-        if len(text) >= _MIN_SECRET_LEN:
-            lowered = text.lower()
-            found = frozenset(self._gate.findall(lowered)) if self._gate is not None else None
-            candidates = self._keywordless if found is not None and not found else self._all
-            for pattern, words in candidates:
-                if words is not None:
-                    if found is not None and found.isdisjoint(words):
-                        continue
-                    haystack = lowered if pattern.lower else text
-                    if not any(k in haystack for k in pattern.keywords):
-                        continue
-                if pattern.prefilter is not None and pattern.prefilter.search(text) is None:
-                    continue
-                new_text = self._apply(pattern, text)
-                if new_text is not text:
-                    kinds.append(pattern.kind)
-                    text = new_text
-                    lowered = text.lower()
+        if self.callback is None and self._known.get(id(text)) is text:
+            return text, []
+        new_text, kinds = self._scan(text) if len(text) >= _MIN_SECRET_LEN else (text, [])
+        if "\\" in new_text or "%" in new_text:  # JSON-escaped or URL-encoded secrets
+            decoded = _decode_safe(new_text)
+            if decoded != new_text:
+                again, more = self._scan(decoded)
+                if more:
+                    new_text, kinds = again, kinds + more
         if self.callback is not None:
-            replaced = self.callback(path, text)
-            if replaced is not None and replaced != text:
+            replaced = self.callback(path, new_text)
+            if replaced is not None and replaced != new_text:
                 kinds.append("custom")
-                text = replaced
-        return text, kinds
+                new_text = replaced
+        else:
+            self._remember(new_text)
+        return new_text, kinds
 
-    def _apply(self, pattern: SecretPattern, text: str) -> str:
-        replacement = redacted(pattern.kind)
-        changed = False
+    def scrub_text(self, text: str) -> str:
+        """``text`` with secrets replaced (the kinds found are not reported)."""
+        return self.redact_text(text)[0]
 
-        def sub(match: re.Match[str]) -> str:
-            nonlocal changed
-            whole = match.group(0)
-            if pattern.check is not None and not pattern.check(whole):
-                return whole
-            if whole.startswith("[REDACTED:") or match.group(pattern.group).startswith(
-                "[REDACTED:"
-            ):
-                return whole
-            changed = True
-            if pattern.group == 0:
-                return replacement
-            start, end = match.span(pattern.group)
-            offset = match.start(0)
-            return whole[: start - offset] + replacement + whole[end - offset :]
+    def _remember(self, text: str) -> None:
+        known = self._known
+        if len(known) >= _KNOWN_MAX:
+            known.clear()
+        known[id(text)] = text
 
-        result = pattern.regex.sub(sub, text)
-        return result if changed else text
+    def _scan(self, text: str) -> tuple[str, list[str]]:
+        """One pass of every rule over ``text``: the spans to replace, merged, replaced."""
+        # JSON escapes (\\n, \\t, \\r) become a space and the character: the same length, so
+        # spans found in ``work`` are spans of ``text``, and a token after \\n starts a line.
+        work = _ESCAPE.sub(_unescape, text) if "\\" in text else text
+        lowered = work.lower()
+        spans: list[Span] = []
+        key_positions: list[int] = []
+        candidates: dict[int, SecretPattern] = {}
+        by_word = self._by_word
+        if self._gate is not None:
+            key_words = self._key_words
+            for match in self._gate.finditer(lowered):
+                word = match.group()
+                for pattern in by_word.get(word, ()):
+                    candidates[id(pattern)] = pattern
+                if word in key_words:
+                    key_positions.append(match.start())
+        token_gate = self._token_gate
+        if token_gate is not None:
+            for token in lowered.split():
+                if len(token) >= _LONG:  # a secret is one long token
+                    for word in token_gate.findall(token):
+                        for pattern in by_word.get(word, ()):
+                            candidates[id(pattern)] = pattern
+        # in the patterns' order: where two find the same text, the first one names it
+        order = self._order
+        for pattern in sorted(candidates.values(), key=lambda p: order[id(p)]):
+            self._pattern_spans(pattern, work, spans)
+        digits: int | None = None
+        for pattern in self._always:
+            if pattern.prefilter is not None:  # a card number: 12+ digits, then the prefilter
+                if digits is None:
+                    digits = len(work.translate(_NOT_DIGITS))
+                if digits < 12 or pattern.prefilter.search(work) is None:
+                    continue
+            self._pattern_spans(pattern, work, spans)
+        if key_positions:
+            spans.extend(key_value_spans(work, key_positions))
+            if "kind" in lowered:
+                spans.extend(kubernetes_secret_spans(work))
+        if "base64," in lowered:
+            spans.extend(self._data_url_spans(work))
+        if not spans:
+            return text, []
+        return _replace(text, spans)
+
+    def _pattern_spans(self, pattern: SecretPattern, text: str, spans: list[Span]) -> None:
+        check = pattern.check or _CHECKS.get(pattern.kind)
+        group = pattern.group
+        not_after = pattern.not_after
+        for match in pattern.regex.finditer(text):
+            begin = match.start()
+            if not_after is not None and begin and not_after.match(text, begin - 1):
+                continue
+            start, end = match.span(group)
+            if start == end or text.startswith("[REDACTED:", start):
+                continue
+            if check is not None and not check(match.group(group)):
+                continue
+            spans.append((start, end, pattern.kind))
+
+    def _data_url_spans(self, text: str) -> Iterable[Span]:
+        for match in _DATA_URL.finditer(text):
+            decoded = _b64decode(match.group(1))
+            if decoded is not None and self._scan(decoded)[1]:
+                yield match.start(1), match.end(1), "encoded_secret"
 
     def redact(self, value: Any, path: str = "") -> tuple[Any, list[str]]:
         """Walk ``value`` (dicts, lists, tuples, strings, JSON in strings); return the redacted
@@ -389,7 +437,12 @@ class Redactor:
 
     def _walk(self, value: Any, path: str, paths: list[str], depth: int) -> Any:
         if isinstance(value, str):
-            if value[:1] in _JSON_START and len(value) <= _MAX_JSON and depth <= _MAX_DEPTH:
+            if (
+                value[:1] in _JSON_START
+                and len(value) <= _MAX_JSON_WALK
+                and depth <= _MAX_DEPTH
+                and self._known.get(id(value)) is not value
+            ):
                 try:
                     decoded = json.loads(value)
                 except ValueError:
@@ -397,7 +450,10 @@ class Redactor:
                 if isinstance(decoded, (dict, list)):
                     before = len(paths)
                     new = self._walk(decoded, path, paths, depth + 1)
-                    return json.dumps(new, ensure_ascii=False) if len(paths) > before else value
+                    if len(paths) > before:
+                        return json.dumps(new, ensure_ascii=False)
+                    self._remember(value)
+                    return value
             text, kinds = self.redact_text(value, path)
             if kinds:
                 paths.append(path or "$")
@@ -406,20 +462,7 @@ class Redactor:
             paths.append(path or "$")  # too deep to inspect: never pass it on unread
             return redacted("too_deep")
         if isinstance(value, Mapping):
-            out: dict[Any, Any] | None = None
-            for key, item in value.items():
-                sub_path = f"{path}.{key}" if path else str(key)
-                kind = self.sensitive_key(key) if isinstance(key, str) else None
-                if kind is not None and _has_content(item):
-                    new = redacted(kind)
-                    paths.append(sub_path)
-                else:
-                    new = self._walk(item, sub_path, paths, depth + 1)
-                if new is not item:
-                    if out is None:
-                        out = dict(value)
-                    out[key] = new
-            return out if out is not None else value
+            return self._walk_mapping(value, path, paths, depth)
         if isinstance(value, (list, tuple)):
             items = [
                 self._walk(item, f"{path}[{i}]", paths, depth + 1) for i, item in enumerate(value)
@@ -436,6 +479,75 @@ class Redactor:
             return new_text if new_text is not text else value
         return value
 
+    def _walk_mapping(
+        self, value: Mapping[Any, Any], path: str, paths: list[str], depth: int
+    ) -> Any:
+        out: dict[Any, Any] | None = None
+        secret_data = _is_kubernetes_secret(value)
+        for key, item in value.items():
+            sub_path = f"{path}.{key}" if path else str(key)
+            tier = self.key_tier(key) if isinstance(key, str) else None
+            if secret_data and key in ("data", "stringData") and isinstance(item, Mapping):
+                new: Any = {
+                    k: redacted("kubernetes_secret") if _has_content(v) else v
+                    for k, v in item.items()
+                }
+                if new != dict(item):
+                    paths.append(sub_path)
+                else:
+                    new = item
+            elif (
+                tier is not None
+                and _has_content(item)
+                and (tier[0] == 1 or (isinstance(item, str) and looks_random(item)))
+            ):
+                new = redacted(tier[1])
+                paths.append(sub_path)
+            else:
+                new = self._walk(item, sub_path, paths, depth + 1)
+            new_key = key
+            if isinstance(key, str) and len(key) >= 16 and key not in self._allow:
+                new_key, kinds = self.redact_text(key, sub_path)
+                if kinds:
+                    paths.append(f"{path}.<key>" if path else "<key>")
+                    while new_key in value or (out is not None and new_key in out):
+                        new_key += "'"
+            if new is not item or new_key is not key:
+                if out is None:
+                    out = dict(value)
+                if new_key is not key:
+                    del out[key]
+                out[new_key] = new
+        return out if out is not None else value
+
+
+def _replace(text: str, spans: list[Span]) -> tuple[str, list[str]]:
+    """``text`` with the (possibly overlapping) spans replaced; the kinds replaced."""
+    spans.sort(key=lambda s: (s[0], -s[1]))
+    pieces: list[str] = []
+    kinds: list[str] = []
+    last = 0
+    cur_start, cur_end, cur_kind = spans[0]
+    for start, end, kind in spans[1:]:
+        if start < cur_end:  # overlapping: one redaction covering both
+            cur_end = max(cur_end, end)
+            continue
+        pieces.append(text[last:cur_start])
+        pieces.append(redacted(cur_kind))
+        kinds.append(cur_kind)
+        last = cur_end
+        cur_start, cur_end, cur_kind = start, end, kind
+    pieces.append(text[last:cur_start])
+    pieces.append(redacted(cur_kind))
+    kinds.append(cur_kind)
+    pieces.append(text[cur_end:])
+    return "".join(pieces), kinds
+
+
+def _is_kubernetes_secret(value: Mapping[Any, Any]) -> bool:
+    kind = value.get("kind")
+    return isinstance(kind, str) and kind.lower() == "secret"
+
 
 def _has_content(value: Any) -> bool:
     """Whether a value under a sensitive key is worth redacting (not empty, None or a bool)."""
@@ -449,9 +561,12 @@ class RedactionHook:
     """After-hook: redacts a tool result's content and details before the model sees them.
 
     Register it first among after-hooks, so that the hooks after it, and whatever they print or
-    log, see redacted results. It fails closed: if it cannot run, the result is withheld rather
-    than passed on unredacted. The redacted paths are
-    recorded on the current (``after``) span as ``otelhooks.redacted.paths``.
+    log, see redacted results. It holds whatever the other hooks do: a result that a later hook
+    changed is scrubbed again before it leaves the call (:meth:`scrub_result`), and everything the
+    runtime writes itself for the model or a span (block reasons, error messages, captured
+    content) goes through :meth:`scrub_text` before any cut. It fails closed: if it cannot run,
+    the result is withheld rather than passed on unredacted. The redacted paths are recorded on
+    the current (``after``) span as ``otelhooks.redacted.paths``.
     """
 
     name = "redaction"
@@ -470,6 +585,18 @@ class RedactionHook:
         if span.is_recording():
             span.set_attribute(A.REDACTED_PATHS, paths)
         return AfterOverride(content=content, details=details)
+
+    def scrub_text(self, text: str) -> str:
+        """Text the runtime writes for the model or a span, with secrets replaced."""
+        return self.redactor.redact_text(text)[0]
+
+    def scrub_result(self, result: ToolResult) -> ToolResult:
+        """``result`` with its content and details redacted (the same object when clean)."""
+        content, _ = self.redactor.redact(result.content, "result")
+        details, _ = self.redactor.redact(result.details, "details")
+        if content is result.content and details is result.details:
+            return result
+        return replace(result, content=content, details=details)
 
 
 # -- place 3: log events -----------------------------------------------------------------------

@@ -1,0 +1,617 @@
+"""Secrets found by where they are stored: values under credential names.
+
+A value is redacted when its key says it holds a credential, in whatever syntax the text uses:
+env files and shell (``DB_PASSWORD=...``, ``export X_TOKEN=...``), INI and properties, YAML
+(including ``|`` and ``>`` blocks), JSON (also JSON-escaped inside a string), XML elements, HTTP
+headers, URL query strings, command-line flags (``--password x``), CSV cells and source code
+assignments (``apiKey := "..."``, ``String secretKey = "...";``, ``$token .= "..."``).
+
+Key names come in two tiers. A *credential name* (``password``, ``api_key``, ``DB_PASSWORD``,
+``MAILGUN_API_KEY``, ``client_secret``, ``private_key_id``, ``passphrase``, ``signing_key``,
+``access_key``, ``AccountKey``...; the last segments of the name decide, so ``max_tokens``,
+``token_type`` and ``password_hash`` are not) has its value redacted whatever it looks like, unless
+it is empty, a placeholder (``${VAR}``, ``<token>``, ``****``) or, in code, a reference to
+something else (``settings.SECRET_KEY``, ``os.getenv("X")``). A *credential-ish name* (one that
+merely contains ``key``, ``api``, ``client``, ``auth``, ``access``, ``token``...; ``client_id``,
+``cache_key``) has its value redacted only when the value looks random (high entropy): an
+identifier that happens to be secret is caught, ``cache_key: user:42`` is left alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections import Counter
+from collections.abc import Iterator
+from typing import Final
+
+Span = tuple[int, int, str]  # start, end, kind
+
+# Words that make a key name worth a look (matched in the lower-cased text).
+KEY_WORDS: Final = (
+    "pass",
+    "pwd",
+    "secret",
+    "token",
+    "key",
+    "auth",
+    "credential",
+    "creds",
+    "cookie",
+    "session",
+    "sid",
+    "jwt",
+    "dsn",
+    "sig",
+    "api",
+    "access",
+    "client",
+    "ssn",
+    "cvv",
+    "cvc",
+    "card",
+    "bearer",
+    "private",
+    "conn",
+    "pin",
+)
+
+# The last segment(s) of a normalised key name that make it a credential name, with the kind
+# the redaction is reported as.
+_CREDENTIAL_TAILS: Final[dict[tuple[str, ...], str]] = {}
+
+
+def _add(kind: str, *names: str) -> None:
+    for name in names:
+        _CREDENTIAL_TAILS[tuple(name.split("_"))] = kind
+
+
+_add(
+    "password",
+    "password",
+    "passwd",
+    "pwd",
+    "pass",
+    "passphrase",
+    "pswd",
+    "passw",
+    "passcode",
+    "pass_phrase",
+    "pw",
+    "db_pass",
+    "pgpassword",
+    "mysql_pwd",
+)
+_add(
+    "secret",
+    "secret",
+    "secrets",
+    "client_secret",
+    "secret_key",
+    "secret_key_base",
+    "app_secret",
+    "consumer_secret",
+    "webhook_secret",
+    "shared_secret",
+    "secret_access_key",
+    "secret_token",
+    "api_secret",
+    "jwt_secret",
+    "signing_secret",
+    "encryption_secret",
+    "oauth_secret",
+)
+_add(
+    "token",
+    "token",
+    "access_token",
+    "auth_token",
+    "refresh_token",
+    "id_token",
+    "bearer_token",
+    "api_token",
+    "session_token",
+    "csrf_token",
+    "xsrf_token",
+    "private_token",
+    "security_token",
+    "oauth_token",
+    "bot_token",
+    "app_token",
+    "personal_access_token",
+    "deploy_token",
+    "registration_token",
+    "webhook_token",
+    "amz_security_token",
+    "x_amz_security_token",
+    "csrftoken",
+    "xsrftoken",
+    "authtoken",
+    "accesstoken",
+    "refreshtoken",
+    "oauth_state",
+    "oauth_code",
+    "code_verifier",
+    "authorization_code",
+    "auth_code",
+    "otp",
+    "totp",
+    "mfa_code",
+)
+_add(
+    "api_key",
+    "api_key",
+    "apikey",
+    "access_key",
+    "private_key",
+    "private_key_id",
+    "signing_key",
+    "encryption_key",
+    "master_key",
+    "account_key",
+    "subscription_key",
+    "license_key",
+    "app_key",
+    "auth_key",
+    "client_key",
+    "session_key",
+    "shared_access_key",
+    "shared_key",
+    "service_key",
+    "admin_key",
+    "write_key",
+    "ingest_key",
+    "sdk_key",
+    "deploy_key",
+    "secret_access_key",
+    "access_key_secret",
+    "consumer_key",
+    "server_key",
+    "encryptionkey",
+    "accountkey",
+    "privatekey",
+    "secretkey",
+    "accesskey",
+    "sharedaccesskey",
+    "master_password",
+)
+_add("credentials", "credential", "credentials", "creds", "cred")
+_add(
+    "auth",
+    "auth",
+    "authorization",
+    "basic_auth",
+    "http_auth",
+    "proxy_authorization",
+    "x_auth",
+    "authentication",
+)
+_add(
+    "session",
+    "session_id",
+    "sessionid",
+    "sid",
+    "session",
+    "cookie",
+    "cookies",
+    "set_cookie",
+    "phpsessid",
+    "jsessionid",
+    "connect_sid",
+    "session_cookie",
+    "remember_token",
+)
+_add("jwt", "jwt", "jwt_token", "id_jwt")
+_add(
+    "connection_string",
+    "dsn",
+    "connection_string",
+    "conn_str",
+    "connstr",
+    "connectionstring",
+    "database_url_password",
+)
+_add(
+    "signature",
+    "signature",
+    "sig",
+    "shared_access_signature",
+    "amz_signature",
+    "x_amz_signature",
+    "webhook_signature",
+)
+_add("ssn", "ssn", "social_security_number")
+_add(
+    "credit_card",
+    "card_number",
+    "credit_card",
+    "credit_card_number",
+    "cc_number",
+    "cvv",
+    "cvc",
+    "cvv2",
+    "card_cvv",
+    "card_cvc",
+    "pan",
+)
+
+# Segments after a credential word that still name the credential (``password_confirmation``).
+_QUALIFIERS: Final = frozenset(
+    {
+        "confirm",
+        "confirmation",
+        "new",
+        "old",
+        "current",
+        "plain",
+        "plaintext",
+        "raw",
+        "value",
+        "str",
+        "string",
+        "b64",
+        "base64",
+        "encoded",
+        "enc",
+        "repeat",
+        "again",
+        "text",
+        "input",
+        "hex",
+        "data",
+        "1",
+        "2",
+        "3",
+    }
+)
+_QUALIFIED_WORDS: Final = frozenset(
+    {"password", "passwd", "pwd", "secret", "passphrase", "token", "apikey", "credentials"}
+)
+
+# A key that merely contains one of these (as a segment) is credential-ish.
+_CREDENTIALISH: Final = frozenset(
+    {
+        "key",
+        "keys",
+        "api",
+        "token",
+        "tokens",
+        "secret",
+        "client",
+        "passwd",
+        "password",
+        "auth",
+        "access",
+        "credential",
+        "credentials",
+        "private",
+        "signing",
+        "apikey",
+        "oauth",
+        "bearer",
+    }
+)
+# Env-style names that are not credentials though they look like it.
+_NOT_SECRETS: Final = frozenset({"PWD", "OLDPWD", "SSH_AUTH_SOCK", "GPG_AGENT_INFO"})
+_PUBLIC_TAILS: Final = frozenset(
+    {
+        "public",
+        "publishable",
+        "pub",
+        "id",
+        "ids",
+        "name",
+        "names",
+        "path",
+        "file",
+        "type",
+        "url",
+        "uri",
+        "length",
+        "len",
+        "size",
+        "count",
+        "hash",
+        "digest",
+        "format",
+        "method",
+        "mode",
+        "prefix",
+        "suffix",
+        "alias",
+        "version",
+        "expires",
+        "expiry",
+        "expiration",
+        "ttl",
+        "timeout",
+        "field",
+        "header",
+        "param",
+        "env",
+        "var",
+        "policy",
+        "scope",
+        "scopes",
+        "provider",
+        "endpoint",
+        "dir",
+        "location",
+        "ref",
+        "arn",
+        "label",
+        "enabled",
+        "required",
+        "placeholder",
+        "hint",
+        "prompt",
+        "strength",
+        "reset",
+        "changed",
+        "at",
+        "limit",
+        "usage",
+        "used",
+        "budget",
+        "rotation",
+        "algorithm",
+        "store",
+        "manager",
+        "vault",
+        "sync",
+    }
+)
+
+_CAMEL: Final = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS: Final = re.compile(r"[^a-z0-9]+")
+
+
+def normalise(name: str) -> tuple[str, ...]:
+    """A key name as lower-case segments: ``MAILGUN_API_KEY``, ``mailgunApiKey`` and
+    ``mailgun-api-key`` are all ``("mailgun", "api", "key")``."""
+    return tuple(s for s in _SEPARATORS.split(_CAMEL.sub("_", name).lower()) if s)
+
+
+@functools.lru_cache(maxsize=8192)
+def classify(name: str) -> tuple[int, str] | None:
+    """``(1, kind)`` for a credential name, ``(2, kind)`` for a credential-ish one, else None."""
+    if name in _NOT_SECRETS:
+        return None
+    segments = normalise(name)
+    if not segments:
+        return None
+    while len(segments) > 1 and segments[-1] in _QUALIFIERS and segments[-2] in _QUALIFIED_WORDS:
+        segments = segments[:-1]
+    for length in (4, 3, 2, 1):
+        kind = _CREDENTIAL_TAILS.get(segments[-length:]) if len(segments) >= length else None
+        if kind is not None:
+            return 1, kind
+    if (
+        segments[-1] == "key"
+        and name.isupper()
+        and len(segments) > 1
+        and segments[-2] not in ("public", "publishable", "primary", "sort", "partition", "cache")
+    ):
+        return 1, "api_key"  # an env-style *_KEY: usually a credential
+    if segments[-1] in _PUBLIC_TAILS and not _credentialish_tail(segments):
+        if segments[-1] == "id" and "client" in segments:
+            return 2, "secret"  # an OAuth client id: redacted when it looks generated
+        return None
+    if any(s in _CREDENTIALISH for s in segments):
+        return 2, "secret"
+    return None
+
+
+def _credentialish_tail(segments: tuple[str, ...]) -> bool:
+    return segments[-1] in ("key", "token", "secret")
+
+
+# -- what a value must look like ---------------------------------------------------------------
+
+_PLACEHOLDER: Final = re.compile(
+    r"""^(?:
+        \$\{?[A-Za-z_][A-Za-z0-9_]*\}?      # $VAR, ${VAR}
+      | \{\{.*\}\} | \$\{\{.*\}\}            # templates
+      | <[^<>]{1,64}> | \[[A-Z_ ]{2,40}\]    # <token>, [YOUR KEY]
+      | %\(?[A-Za-z_]*\)?[sd]                # %s, %(name)s
+      | \*{3,} | x{4,} | X{4,} | \.{3,} | \?   # ****, xxxx, ...
+      | (?i:null|none|nil|true|false|undefined|changeme_please|redacted|hidden|masked|
+          your[_-]?\w*|example|sample|dummy|placeholder|todo|tbd|n/a)
+      | \[REDACTED[^\]]*\]
+    )$""",
+    re.VERBOSE,
+)
+_CODE_REFERENCE: Final = re.compile(
+    r"^[A-Za-z_$][\w$]*(?:(?:\.|->|::)[A-Za-z_$][\w$]*)+(?:\(.*)?$"  # settings.SECRET_KEY
+    r"|^[A-Za-z_$][\w$.]*\(.*$"  # getenv("X"), get_password()
+    r"|^(?:self|this|os|env|process|config|settings|ENV)\b"
+)
+_URLISH: Final = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//|^/[^/\s]|^\.{1,2}/|^~/", re.IGNORECASE)
+_UUID: Final = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+
+
+def entropy(text: str) -> float:
+    """Shannon entropy in bits per character."""
+    counts = Counter(text)
+    n = len(text)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+_TOKEN_CHARS: Final = re.compile(r"[A-Za-z0-9+/=_.~-]+")
+
+
+def looks_random(value: str) -> bool:
+    """A value that looks like a generated secret: 16+ characters of one token, letters and
+    digits, high entropy; not a UUID, a path, a URL, a version or a plain word."""
+    if not 16 <= len(value) <= 1024 or _TOKEN_CHARS.fullmatch(value) is None:
+        return False
+    if _UUID.match(value) or _URLISH.match(value) or value.isalpha():
+        return False
+    if value.replace(".", "").replace("-", "").isdigit():
+        return False
+    return entropy(value) >= 3.5
+
+
+def worth_redacting(value: str, tier: int, *, code: bool) -> bool:
+    """Whether a value found under a key of ``tier`` is a secret to redact. ``code``: the value
+    stood unquoted after an assignment with spaces around it, where it may name another
+    variable instead of being one."""
+    value = value.strip()
+    if not value or _PLACEHOLDER.match(value) or not any(c.isalnum() for c in value):
+        return False
+    if tier == 2:
+        return looks_random(value)
+    return not (code and _CODE_REFERENCE.match(value))
+
+
+# -- finding key/value pairs in text -----------------------------------------------------------
+
+_KEY_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-$@")
+_MAX_KEY: Final = 80
+_OPERATOR: Final = re.compile(
+    r"""(?P<close>\\?["'`])?                    # the key's closing quote, maybe escaped
+        (?P<type>[ \t]+[A-Za-z_][\w.*\[\]]*(?=[ \t]*=))?  # Go: var apiToken string = "..."
+        [ \t]*
+        (?P<op>:::=|::=|:=|\?=|\+=|\.=|=>|=(?!=)|:(?!//|:)|,|\(|>)
+        [ \t]*""",
+    re.VERBOSE,
+)
+_QUOTED: Final = re.compile(
+    r"""\\"(?P<e>(?:[^"\\]|\\(?!")|\\\\)*?)\\"   # \"...\" (JSON inside a JSON string)
+      | "(?P<d>(?:[^"\\\n]|\\.)*)"
+      | '(?P<s>(?:[^'\\\n]|\\.)*)'
+      | `(?P<b>[^`]*)`""",
+    re.VERBOSE,
+)
+_UNQUOTED: Final = re.compile(r"[^\s\"'`;,&<>)\]}|\\]+")
+_TO_EOL: Final = re.compile(r"[^\r\n]*")
+_BLOCK: Final = re.compile(r"[|>][-+]?[ \t]*\r?\n")
+_XML_VALUE: Final = re.compile(r"\s*([^<]*?)\s*</")
+
+
+def key_value_spans(text: str, positions: list[int]) -> Iterator[Span]:
+    """Value spans under credential names; ``positions`` are where a key word occurs."""
+    seen_keys: set[int] = set()
+    for pos in positions:
+        start = pos
+        limit = max(0, pos - _MAX_KEY)
+        while start > limit and text[start - 1] in _KEY_CHARS:
+            start -= 1
+        if start in seen_keys:
+            continue
+        seen_keys.add(start)
+        end = pos
+        stop = min(len(text), pos + _MAX_KEY)
+        while end < stop and text[end] in _KEY_CHARS:
+            end += 1
+        raw = text[start:end]
+        key = raw.strip(".-$@")
+        if not key or (end - start) >= _MAX_KEY:
+            continue
+        found = classify(key)
+        if found is None:
+            continue
+        span = _value_after(text, start, end, raw)
+        if span is None:
+            continue
+        vstart, vend, code, loose = span
+        value = text[vstart:vend]
+        tier = found[0]
+        if loose and not looks_random(value.strip()):  # CSV cell or call argument: be sure
+            continue
+        if worth_redacting(value, tier, code=code):
+            yield vstart, vend, found[1]
+
+
+def _value_after(text: str, kstart: int, kend: int, raw: str) -> tuple[int, int, bool, bool] | None:
+    """The value span after a key, whether it may be a code reference, and whether the pairing
+    was loose (a comma or a parenthesis): ``None`` when no value follows."""
+    before = text[kstart - 1] if kstart else "\n"
+    if before == "<":  # <apiToken>value</apiToken>
+        if kend < len(text) and text[kend] == ">":
+            match = _XML_VALUE.match(text, kend + 1)
+            if match is not None and match.group(1):
+                return match.start(1), match.end(1), False, False
+        return None
+    if raw.startswith("-") and kend < len(text) and text[kend] in " \t":  # --password x
+        value = _UNQUOTED.match(text, kend + 1)
+        if value is not None and raw.startswith("--"):
+            return value.start(), value.end(), False, False
+        return None
+    match = _OPERATOR.match(text, kend)
+    if match is None:
+        return None
+    op = match.group("op")
+    if op == ">" and not match.group("close"):
+        return None
+    pos = match.end()
+    loose = op in (",", "(")
+    block = _BLOCK.match(text, pos) if op == ":" else None
+    if block is not None:  # YAML | or > block: the more-indented lines that follow
+        return _yaml_block(text, block.end())
+    quoted = _QUOTED.match(text, pos)
+    if quoted is not None:
+        group = next(g for g in ("e", "d", "s", "b") if quoted.group(g) is not None)
+        return quoted.start(group), quoted.end(group), False, loose
+    if op == ":":
+        line = _TO_EOL.match(text, pos)
+        assert line is not None
+        rest = line.group().split(" #", 1)[0].rstrip().rstrip(",;")
+        if not rest or " " in rest or rest.startswith(("{", "[")):
+            return None  # prose, a nested mapping, a flow sequence
+        return pos, pos + len(rest), False, loose
+    unquoted = _UNQUOTED.match(text, pos)
+    if unquoted is None:
+        return None
+    spaced = pos > kend + 1 and text[pos - 1] in " \t"
+    return unquoted.start(), unquoted.end(), spaced and op not in (",", "("), loose
+
+
+def _yaml_block(text: str, start: int) -> tuple[int, int, bool, bool] | None:
+    lines = text[start:].split("\n")
+    indent = len(lines[0]) - len(lines[0].lstrip()) if lines and lines[0].strip() else 0
+    if indent == 0:
+        return None
+    end = start
+    for line in lines:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            break
+        end += len(line) + 1
+    end = min(end, len(text))
+    while end > start and text[end - 1] in "\r\n \t":
+        end -= 1
+    return start + indent, end, False, False
+
+
+# -- Kubernetes Secrets written as YAML ----------------------------------------------------------
+
+_K8S_KIND: Final = re.compile(r"(?im)^\s*kind:[ \t]*[\"']?secret[\"']?[ \t]*$")
+_K8S_DATA: Final = re.compile(r"(?m)^([ \t]*)(?:data|stringData):[ \t]*\r?\n")
+_K8S_ITEM: Final = re.compile(
+    r"(?m)^([ \t]+)([\w.-]+):[ \t]*(?:[|>][-+]?[ \t]*\r?\n[ \t]+)?[\"']?([^\s\"'#]+)[\"']?"
+)
+
+
+def kubernetes_secret_spans(text: str) -> Iterator[Span]:
+    """Every value under ``data:`` / ``stringData:`` of a YAML document of ``kind: Secret``
+    (base64 or not: all of them are secret by definition)."""
+    if _K8S_KIND.search(text) is None:
+        return
+    for data in _K8S_DATA.finditer(text):
+        indent = len(data.group(1).expandtabs(4))
+        pos = data.end()
+        for item in _K8S_ITEM.finditer(text, pos):
+            if (
+                item.start() != pos
+                and text[pos : item.start()].strip("\r\n \t")
+                and not text[pos : item.start()].lstrip().startswith("#")
+            ):
+                break
+            if len(item.group(1).expandtabs(4)) <= indent:
+                break
+            value = item.group(3)
+            if value and not _PLACEHOLDER.match(value) and not value.startswith("{{"):
+                yield item.start(3), item.end(3), "kubernetes_secret"
+            line_end = text.find("\n", item.end())
+            pos = len(text) if line_end < 0 else line_end + 1
