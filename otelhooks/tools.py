@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_type_hints, overloa
 import pydantic
 
 from .cancel import CancelSignal
+from .content import cap_text
 from .messages import MediaContent, ToolCall, ToolSpec
 
 if TYPE_CHECKING:
@@ -424,9 +425,9 @@ class ToolRegistry:
 
     def not_found(self, name: object) -> ToolNotFound:
         """The error for a name no tool has: it lists the tools there are, for the model."""
-        shown = name if isinstance(name, str) else repr(name)
+        shown = cap_text(name if isinstance(name, str) else repr(name), 100)
         known = ", ".join(sorted(self._tools)) or "none"
-        return ToolNotFound(f"unknown tool {shown[:100]!r}; available tools: {known}")
+        return ToolNotFound(f"unknown tool {shown!r}; available tools: {known}")
 
     def specs(self) -> list[ToolSpec]:
         return [t.spec for t in self._tools.values()]

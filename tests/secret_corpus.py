@@ -40,8 +40,10 @@ def fill(template: str, seed: str) -> str:
         # letters and digits both present, as in a generated token
         while True:
             text = "".join(rng.choice(alphabet) for _ in range(count))
-            if count < 8 or alphabet in (_ALPHABETS["d"], _ALPHABETS["h"]) or (
-                any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
+            if (
+                count < 8
+                or alphabet in (_ALPHABETS["d"], _ALPHABETS["h"])
+                or (any(c.isdigit() for c in text) and any(c.isalpha() for c in text))
             ):
                 return text
 
@@ -186,7 +188,12 @@ TOKEN_CASES: list[Case] = [
         "https://discord.com/api/webhooks/{d18}/{s68}",
         "https://discord.com/developers/docs",
     ),
-    case("telegram_bot_token", "https://api.telegram.org/bot{d10}:AA{s33}/getMe", "12:30 AA meeting", secret="{d10}:AA{s33}"),
+    case(
+        "telegram_bot_token",
+        "https://api.telegram.org/bot{d10}:AA{s33}/getMe",
+        "12:30 AA meeting",
+        secret="{d10}:AA{s33}",
+    ),
     case(
         "teams_webhook",
         "https://contoso.webhook.office.com/webhookb2/{u}@{u}/IncomingWebhook/{h32}/{u}",
@@ -286,7 +293,12 @@ TOKEN_CASES: list[Case] = [
         "Authorization: required",
         secret="{a40}",
     ),
-    case("basic_auth", "Basic dXNlcjpQNHNzdzByZCEx", "Basic understanding", secret="dXNlcjpQNHNzdzByZCEx"),
+    case(
+        "basic_auth",
+        "Basic dXNlcjpQNHNzdzByZCEx",
+        "Basic understanding",
+        secret="dXNlcjpQNHNzdzByZCEx",
+    ),
     case("bearer_token", "Bearer {s40}", "bearer of bad news", secret="{s40}"),
     case(
         "cookie_header",
@@ -294,14 +306,24 @@ TOKEN_CASES: list[Case] = [
         "Cookies help us deliver our services.",
         secret="{a32}",
     ),
-    case("curl_user", "curl -u admin:{a16} https://api.example.com", "curl -u admin https://x", secret="{a16}"),
+    case(
+        "curl_user",
+        "curl -u admin:{a16} https://api.example.com",
+        "curl -u admin https://x",
+        secret="{a16}",
+    ),
     case(
         "netrc_password",
         "machine api.example.com login bot password {a20}",
         "machine learning login page",
         secret="{a20}",
     ),
-    case("credit_card", "card 4111 1111 1111 1111 on file", "order 4111 1111 1111 1112", secret="4111 1111 1111 1111"),
+    case(
+        "credit_card",
+        "card 4111 1111 1111 1111 on file",
+        "order 4111 1111 1111 1112",
+        secret="4111 1111 1111 1111",
+    ),
     case("credit_card", "amex 378282246310005", "id 378282246310006", secret="378282246310005"),
 ]
 

@@ -76,13 +76,26 @@ def test_ordinary_strings_are_not_altered(text: str) -> None:
 @pytest.mark.parametrize(
     ("text", "secret"),
     [
-        ("url=https%3A%2F%2Fhooks.slack.com%2Fservices%2FT01%2FB02%2FAbCdEfGhIjKlMnOpQrStUv12", "AbCdEfGhIjKlMnOpQrStUv12"),
-        ('{"url": "https:\\/\\/hooks.slack.com\\/services\\/T01\\/B02\\/AbCdEfGhIjKlMnOp"}', "AbCdEfGhIjKlMnOp"),
-        ("token \\u0067hp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"),
+        (
+            "url=https%3A%2F%2Fhooks.slack.com%2Fservices%2FT01%2FB02%2FAbCdEfGhIjKlMnOpQrStUv12",
+            "AbCdEfGhIjKlMnOpQrStUv12",
+        ),
+        (
+            '{"url": "https:\\/\\/hooks.slack.com\\/services\\/T01\\/B02\\/AbCdEfGhIjKlMnOp"}',
+            "AbCdEfGhIjKlMnOp",
+        ),
+        (
+            "token \\u0067hp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+            "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+        ),
         (
             "src=data:text/plain;base64,"
-            + __import__("base64").b64encode(b"OPENAI_API_KEY=sk-proj-abcdefghijklmnop0123456789").decode(),
-            __import__("base64").b64encode(b"OPENAI_API_KEY=sk-proj-abcdefghijklmnop0123456789").decode(),
+            + __import__("base64")
+            .b64encode(b"OPENAI_API_KEY=sk-proj-abcdefghijklmnop0123456789")
+            .decode(),
+            __import__("base64")
+            .b64encode(b"OPENAI_API_KEY=sk-proj-abcdefghijklmnop0123456789")
+            .decode(),
         ),
         ("Authorization: Basic YWRtaW46aHVudGVyMg==", "YWRtaW46aHVudGVyMg=="),
     ],
@@ -118,8 +131,11 @@ def test_kubernetes_secret_data_is_redacted_as_json_too() -> None:
 
 def test_credentialish_names_need_a_random_looking_value() -> None:
     value, _ = REDACTOR.redact(
-        {"client_id": "0afae57f3ccfd9d7f5767067bc48b30f719e271ba470488056e37ab35d4b6506",
-         "cache_key": "user:42:profile", "auth_method": "oauth2"}
+        {
+            "client_id": "0afae57f3ccfd9d7f5767067bc48b30f719e271ba470488056e37ab35d4b6506",
+            "cache_key": "user:42:profile",
+            "auth_method": "oauth2",
+        }
     )
     assert value == {
         "client_id": "[REDACTED:secret]",
