@@ -27,7 +27,16 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import (
+    Link,
+    NoOpTracer,
+    ProxyTracer,
+    Span,
+    SpanKind,
+    Status,
+    StatusCode,
+    TracerProvider,
+)
 
 from . import attributes as A
 from .cancel import CancelSignal
@@ -63,6 +72,43 @@ DEFAULT_TOOL_TIMEOUT: float = 180.0
 TIMEOUT_ARGUMENT = "timeout"
 """A tool whose parameters include a numeric ``timeout`` (seconds) lets each call set its own
 bound, as in Pi: a positive number replaces the default for that call, ``0`` disables it."""
+
+
+_UNWATCHED = CancelSignal()  # never cancelled: the signal of a call nobody can cancel
+_PLAIN = frozenset({str, int, float, bool, dict, list, tuple, type(None), ToolOutput})
+
+
+async def _collect(gen: Any) -> list[Any]:
+    """A generator's items, as the result of a tool that returned it (nobody to report to)."""
+    if inspect.isasyncgen(gen):
+        return [item async for item in gen]
+    items = []
+    for item in gen:
+        items.append(item)
+        await asyncio.sleep(0)  # let timeouts and cancellation in between items
+    return items
+
+
+def _as_result(call: ToolCall, value: Any) -> ToolResult:
+    """A handler's return value as the call's result."""
+    name = call.name
+    if type(value) is str:
+        return ToolResult(call.id, name, value)
+    if isinstance(value, ToolOutput):
+        return ToolResult(
+            call.id,
+            name,
+            value.content,
+            value.details,
+            value.is_error,
+            value.terminate,
+            value.media,
+        )
+    if isinstance(value, str):
+        return ToolResult(call.id, name, value)
+    if value is None:
+        return ToolResult(call.id, name, "")
+    return ToolResult(call.id, name, to_json_text(value), value)
 
 
 def _error_text(exc: BaseException) -> str:
@@ -150,6 +196,14 @@ class ToolExecutor:
         ``timeout`` (seconds) overrides the tool's and the executor's for this call; ``0``
         disables it.
         """
+        if signal is None and on_update is None and self._tracing_off():
+            chain = hooks if hooks is not None else self._chain()
+            name = call.name
+            tool = self.registry.get(name) if type(name) is str else None
+            if tool is not None and tool.prepare_arguments is None and not tool._context_param:
+                phase = chain.for_tool(name)
+                if not (phase.before or phase.after or phase.observers):
+                    return await self._untraced(call, tool, timeout)
         prepared = await self.prepare(
             call,
             assistant_message=assistant_message,
@@ -244,6 +298,48 @@ class ToolExecutor:
         )
         self._end(prepared)
         return result
+
+    def _tracing_off(self) -> bool:
+        """Whether this executor's tracer is the API's no-op one (no SDK, or SDK disabled)."""
+        tracer = self.tracer
+        if type(tracer) is NoOpTracer:
+            return True
+        return type(tracer) is ProxyTracer and type(tracer._tracer) is NoOpTracer
+
+    async def _untraced(self, call: ToolCall, tool: Tool, timeout: float | None) -> ToolResult:
+        """A call that nothing would record and no hook applies to: validation, the handler and
+        the result, with the outcomes of the traced path (``_run``) and none of its span work."""
+        try:
+            args = tool.validate(call.arguments)
+        except InvalidArguments as exc:
+            message = f"error: invalid arguments for tool {tool.name!r}: {exc}"
+            return ToolResult(call.id, tool.name, message, None, True)
+        if tool.is_async or tool.blocking or tool.timeout is not None or timeout is not None:
+            bound, in_thread = self._bound(timeout, args, tool)
+        else:  # a plain sync tool (its timeout argument, if any, cannot start a thread)
+            bound, in_thread = None, False
+        try:
+            if not (tool.is_async or in_thread):  # inline: no coroutine to make
+                value = tool.call(args, tool_call_id=call.id, signal=_UNWATCHED)
+                if type(value) not in _PLAIN and inspect.isawaitable(value):
+                    value = await value
+            elif bound is None:
+                value = await self.registry.run(
+                    tool, args, tool_call_id=call.id, signal=_UNWATCHED, in_thread=in_thread
+                )
+            else:
+                async with asyncio.timeout(bound):
+                    value = await self.registry.run(
+                        tool, args, tool_call_id=call.id, signal=_UNWATCHED, in_thread=in_thread
+                    )
+            if type(value) is not str and (inspect.isgenerator(value) or inspect.isasyncgen(value)):
+                value = await _collect(value)
+        except TimeoutError:
+            message = f"error: tool {tool.name!r} timed out after {bound}s"
+            return ToolResult(call.id, tool.name, message, None, True)
+        except Exception as exc:
+            return ToolResult(call.id, tool.name, _error_text(exc), None, True)
+        return _as_result(call, value)
 
     def _start(
         self,
@@ -367,13 +463,14 @@ class ToolExecutor:
         if span.is_recording():
             self._mark_error(span, error_type, str(exc))
 
-    def _timeout(self, p: PreparedCall, tool: Tool) -> tuple[float | None, bool]:
+    def _timeout(
+        self, override: float | None, args: Mapping[str, Any], tool: Tool
+    ) -> tuple[float | None, bool]:
         """The call's timeout, and whether it is the call's or the tool's own (not the
         executor-wide default): the caller's override, then a numeric ``timeout`` argument the
         tool declares, then the tool's, then the executor's. ``0`` disables."""
-        override = p.timeout
-        if override is None and TIMEOUT_ARGUMENT in p.args:
-            value = p.args[TIMEOUT_ARGUMENT]
+        if override is None and TIMEOUT_ARGUMENT in args:
+            value = args[TIMEOUT_ARGUMENT]
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if number and math.isfinite(value) and value >= 0:
                 override = float(value)
@@ -383,15 +480,22 @@ class ToolExecutor:
             return tool.timeout, True
         return self.tool_timeout, False
 
+    def _bound(
+        self, override: float | None, args: Mapping[str, Any], tool: Tool
+    ) -> tuple[float | None, bool]:
+        """The timeout a handler runs under, and whether it runs in a worker thread (a sync
+        handler with a timeout of its own, or marked blocking: an inline one holds the loop, so
+        no timer could fire)."""
+        timeout, own = self._timeout(override, args, tool)
+        in_thread = tool.blocking or (own and timeout is not None and not tool.is_async)
+        return (timeout if tool.is_async or in_thread else None), in_thread
+
     async def _run(self, p: PreparedCall) -> ToolResult:
         tool = p.tool
         assert tool is not None
         span = self._phase_span(p, A.SPAN_RUN)
         token = otel_context.attach(self._phase_context(p, span))
-        timeout, own = self._timeout(p, tool)
-        in_thread = tool.blocking or (own and timeout is not None and not tool.is_async)
-        if not (tool.is_async or in_thread):
-            timeout = None  # an inline sync handler holds the loop: no timer could fire
+        timeout, in_thread = self._bound(p.timeout, p.args, tool)
         on_progress = self._progress_callback(p, span) if tool._context_param else None
         try:
             try:
@@ -400,7 +504,7 @@ class ToolExecutor:
                 else:
                     async with asyncio.timeout(timeout):
                         value = await self._invoke(p, tool, span, on_progress, in_thread)
-                return self._to_result(p, value)
+                return _as_result(p.call, value)
             except TimeoutError:
                 p.error_type = A.ERR_TOOL_TIMEOUT
                 message = f"tool {tool.name!r} timed out after {timeout}s"
@@ -598,26 +702,6 @@ class ToolExecutor:
                 report(item)
                 await asyncio.sleep(0)  # let timeouts and cancellation in between items
         return items
-
-    def _to_result(self, p: PreparedCall, value: Any) -> ToolResult:
-        name = p.call.name
-        if type(value) is str:
-            return ToolResult(p.call.id, name, value)
-        if isinstance(value, ToolOutput):
-            return ToolResult(
-                p.call.id,
-                name,
-                value.content,
-                value.details,
-                value.is_error,
-                value.terminate,
-                value.media,
-            )
-        if isinstance(value, str):
-            return ToolResult(p.call.id, name, value)
-        if value is None:
-            return ToolResult(p.call.id, name, "")
-        return ToolResult(p.call.id, name, to_json_text(value), value)
 
     def _cancelled_result(self, p: PreparedCall, span: Span) -> ToolResult:
         p.error_type = A.ERR_CANCELLED

@@ -548,6 +548,10 @@ def readonly_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
     return MappingProxyType(dict(args))
 
 
+# What sync hooks return: no need to ask whether it is awaitable.
+_PLAIN_RESULTS: Final = frozenset({type(None), str, BeforeDecision, AfterOverride})
+
+
 async def call_hook(hook: RegisteredHook, fn: Callable[[Any], Any], ctx: Any) -> Any:
     """Call one hook (sync or async) within its timeout; raise :class:`HookFailure` on a fault.
 
@@ -557,7 +561,7 @@ async def call_hook(hook: RegisteredHook, fn: Callable[[Any], Any], ctx: Any) ->
     try:
         if hook.timeout is None:
             value = fn(ctx)
-            if inspect.isawaitable(value):
+            if type(value) not in _PLAIN_RESULTS and inspect.isawaitable(value):
                 value = await value
             return value
         async with asyncio.timeout(hook.timeout):

@@ -90,6 +90,9 @@ DEFAULT_ALLOW_KEYS: frozenset[str] = frozenset(
 )
 
 _MIN_SECRET_LEN: Final = 8
+_INERT: Final = frozenset({bool, int, float})
+_HEX_ID: Final = re.compile(r"[0-9a-f]+|[0-9A-F]+")
+_MAX_ID: Final = 64
 _MAX_DEPTH: Final = 64
 _MAX_JSON_WALK: Final = 16_384  # JSON text up to this size is walked as structure
 _JSON_START: Final = ("{", "[")
@@ -330,8 +333,11 @@ class Redactor:
         """``text`` with secrets replaced, and the kinds found (empty when unchanged)."""
         if not self.enabled:
             return text, []
-        if self.callback is None and self._known.get(id(text)) is text:
-            return text, []
+        if self.callback is None:
+            if self._known.get(id(text)) is text:
+                return text, []
+            if len(text) <= _MAX_ID and _HEX_ID.fullmatch(text) is not None:
+                return text, []  # a trace id, a span id, a git SHA: no format is bare hex
         new_text, kinds = self._scan(text) if len(text) >= _MIN_SECRET_LEN else (text, [])
         if "\\" in new_text or "%" in new_text:  # JSON-escaped or URL-encoded secrets
             decoded = _decode_safe(new_text)
@@ -377,19 +383,21 @@ class Redactor:
                 if word in key_words:
                     key_positions.append(match.start())
         token_gate = self._token_gate
-        if token_gate is not None:
+        if token_gate is not None and len(lowered) >= _LONG:
             for token in lowered.split():
                 if len(token) >= _LONG:  # a secret is one long token
                     for word in token_gate.findall(token):
                         for pattern in by_word.get(word, ()):
                             candidates[id(pattern)] = pattern
-        # in the patterns' order: where two find the same text, the first one names it
-        order = self._order
-        for pattern in sorted(candidates.values(), key=lambda p: order[id(p)]):
-            self._pattern_spans(pattern, work, spans)
+        if candidates:  # in the patterns' order: where two find the same text, the first wins
+            order = self._order
+            for pattern in sorted(candidates.values(), key=lambda p: order[id(p)]):
+                self._pattern_spans(pattern, work, spans)
         digits: int | None = None
         for pattern in self._always:
             if pattern.prefilter is not None:  # a card number: 12+ digits, then the prefilter
+                if len(work) < 12:
+                    continue
                 if digits is None:
                     digits = len(work.translate(_NOT_DIGITS))
                 if digits < 12 or pattern.prefilter.search(work) is None:
@@ -484,9 +492,25 @@ class Redactor:
     ) -> Any:
         out: dict[Any, Any] | None = None
         secret_data = _is_kubernetes_secret(value)
+        plain = self.callback is None
+        known = self._known
         for key, item in value.items():
-            sub_path = f"{path}.{key}" if path else str(key)
             tier = self.key_tier(key) if isinstance(key, str) else None
+            if (  # the common case, decided without building the item's path
+                plain
+                and tier is None
+                and (type(key) is not str or len(key) < 16)
+                and (
+                    item is None
+                    or type(item) in _INERT
+                    or (
+                        type(item) is str
+                        and (len(item) < _MIN_SECRET_LEN or known.get(id(item)) is item)
+                    )
+                )
+            ):
+                continue
+            sub_path = f"{path}.{key}" if path else str(key)
             if secret_data and key in ("data", "stringData") and isinstance(item, Mapping):
                 new: Any = {
                     k: redacted("kubernetes_secret") if _has_content(v) else v

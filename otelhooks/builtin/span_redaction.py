@@ -5,7 +5,7 @@ Lives apart from :mod:`otelhooks.builtin.redaction` because it needs ``opentelem
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
@@ -55,13 +55,16 @@ class RedactingSpanProcessor(SpanProcessor):
 
 def scrub_span(redactor: Redactor, span: ReadableSpan) -> ReadableSpan:
     """``span`` with its attributes, event and link attributes and status description scrubbed,
-    and ``otelhooks.redacted.paths`` listing what was redacted; the same span when nothing was."""
+    and ``otelhooks.redacted.paths`` listing what was redacted; the same span when nothing was.
+
+    Only what can carry content is looked at: string values (and sequences of them) and the
+    names they are under; numbers and booleans cannot, and text the redactor already produced
+    or found clean is recognised without a second scan."""
     if not redactor.enabled:
         return span
     paths: list[str] = []
     attributes = span.attributes or {}
-    new_attrs, attr_paths = redactor.redact(dict(attributes))
-    paths.extend(attr_paths)
+    new_attrs = _scrub_attributes(redactor, attributes, "", paths)
     events = _scrub_each(
         redactor, span.events, "events", paths, lambda e, attrs: Event(e.name, attrs, e.timestamp)
     )
@@ -76,6 +79,7 @@ def scrub_span(redactor: Redactor, span: ReadableSpan) -> ReadableSpan:
             status = Status(status.status_code, description)
     if not paths:
         return span
+    new_attrs = dict(new_attrs if new_attrs is not None else attributes)
     existing = attributes.get(A.REDACTED_PATHS)
     recorded = tuple(existing) if isinstance(existing, (list, tuple)) else ()
     new_attrs[A.REDACTED_PATHS] = tuple(dict.fromkeys((*recorded, *paths)))
@@ -95,6 +99,28 @@ def scrub_span(redactor: Redactor, span: ReadableSpan) -> ReadableSpan:
     )
 
 
+_INERT = (bool, int, float)
+_MIN_SECRET = 8
+
+
+def _scrub_attributes(
+    redactor: Redactor, attributes: Mapping[str, Any], prefix: str, paths: list[str]
+) -> dict[str, Any] | None:
+    """Scrubbed attributes (``None`` when nothing changed); redacted keys go to ``paths``."""
+    out: dict[str, Any] | None = None
+    for key, value in attributes.items():
+        short = isinstance(value, str) and len(value) < _MIN_SECRET
+        if isinstance(value, _INERT) or (short and redactor.sensitive_key(key) is None):
+            continue
+        new, found = redactor.redact({key: value}, prefix)
+        if found:
+            paths.extend(found)
+            if out is None:
+                out = dict(attributes)
+            out[key] = new[key]
+    return out
+
+
 def _scrub_each(
     redactor: Redactor,
     items: Sequence[_T],
@@ -106,8 +132,9 @@ def _scrub_each(
     out: list[_T] | None = None
     for i, item in enumerate(items):
         attrs = getattr(item, "attributes", None) or {}
-        scrubbed, found = redactor.redact(dict(attrs), f"{name}[{i}]")
-        if found:
+        found: list[str] = []
+        scrubbed = _scrub_attributes(redactor, attrs, f"{name}[{i}]", found)
+        if scrubbed is not None:
             paths.extend(found)
             if out is None:
                 out = list(items)
