@@ -1,6 +1,6 @@
 """Benchmark 7, in its own process: N tool calls (4 spans each) exported over OTLP/gRPC.
 
-python -m benchmarks.export_child ENDPOINT recommended|sdk-defaults N
+python -m benchmarks.export_child ENDPOINT otelhooks-defaults|sdk-defaults N
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import sys
 from benchmarks.run import make_registry
 from otelhooks import Hooks, ToolCall, ToolExecutor
 from otelhooks.builtin import RedactionHook, Redactor
-from otelhooks.tracing import RECOMMENDED_BATCH, setup_tracing
+from otelhooks.tracing import setup_tracing
+
+from .burst_child import SDK_DEFAULTS
 
 
 def main(endpoint: str, mode: str, n: int) -> None:
@@ -20,7 +22,7 @@ def main(endpoint: str, mode: str, n: int) -> None:
         "otlp",
         otlp_endpoint=endpoint,
         otlp_protocol="grpc",
-        batch_options=RECOMMENDED_BATCH if mode == "recommended" else None,
+        batch_options=SDK_DEFAULTS if mode == "sdk-defaults" else None,
         export_timeout=10,
     )
     hooks = Hooks([RedactionHook(Redactor())])  # an after-hook: 4 spans per call

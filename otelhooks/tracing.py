@@ -30,6 +30,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Final, Literal
@@ -125,6 +126,7 @@ class CountingExporter(SpanExporter):
     def __init__(self, inner: SpanExporter, stats: ExportStats) -> None:
         self.inner = inner
         self.stats = stats
+        self.last_success = float("-inf")  # time.monotonic() of the last successful export
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         try:
@@ -134,6 +136,7 @@ class CountingExporter(SpanExporter):
             result = SpanExportResult.FAILURE
         with self.stats._lock:
             if result is SpanExportResult.SUCCESS:
+                self.last_success = time.monotonic()
                 self.stats.exported += len(spans)
             else:
                 self.stats.failed += len(spans)
@@ -148,16 +151,48 @@ class CountingExporter(SpanExporter):
 
 
 class BoundedBatchSpanProcessor(BatchSpanProcessor):
-    """The SDK's batch processor with a shutdown that returns within ``shutdown_timeout``
-    seconds (the SDK's waits up to 30 s): what cannot be sent by then is dropped, and counted
-    as dropped by :class:`ExportStats`."""
+    """The SDK's batch processor with a bounded shutdown.
 
-    def __init__(self, exporter: SpanExporter, *, shutdown_timeout: float, **options: Any) -> None:
+    The SDK's waits up to 30 s whatever the endpoint does. This one waits ``shutdown_timeout``
+    seconds, and longer only while the exporter keeps succeeding (a live endpoint draining a
+    large queue gets up to ``max_drain`` seconds): with an endpoint that is down or silent,
+    shutdown returns within about ``shutdown_timeout``, and what was not sent is dropped and
+    counted as dropped by :class:`ExportStats`.
+    """
+
+    def __init__(
+        self,
+        exporter: CountingExporter,
+        *,
+        shutdown_timeout: float,
+        max_drain: float = 60.0,
+        **options: Any,
+    ) -> None:
         super().__init__(exporter, **options)
+        self.counting = exporter
         self.shutdown_timeout = shutdown_timeout
+        self.max_drain = max_drain
 
     def shutdown(self) -> None:
-        self._batch_processor.shutdown(timeout_millis=int(self.shutdown_timeout * 1000))
+        batch = self._batch_processor
+        if batch._shutdown:
+            return
+        started = time.monotonic()
+        deadline = started + self.shutdown_timeout
+        batch._shutdown = True  # the worker exports what is queued, then stops
+        batch._worker_awaken.set()
+        while batch._worker_thread.is_alive():
+            batch._worker_thread.join(0.05)
+            now = time.monotonic()
+            if now < deadline:
+                continue
+            healthy = now - self.counting.last_success < self.shutdown_timeout
+            if healthy and now - started < self.max_drain:
+                deadline = now + 0.25  # still delivering: keep going
+                continue
+            break
+        batch._shutdown_timeout_exceeded = True  # the worker exports nothing more
+        self.counting.shutdown()
 
 
 @dataclass

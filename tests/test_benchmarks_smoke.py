@@ -18,7 +18,7 @@ def test_benchmark_script_runs_and_writes_json(tmp_path: Path) -> None:
             str(ROOT / "benchmarks" / "run.py"),
             "--quick",
             "--only",
-            "overhead,tracing_off,util_genai,redactor",
+            "overhead,tracing_off,util_genai,redactor,burst,startup",
             "--out",
             str(out),
         ],
@@ -29,11 +29,18 @@ def test_benchmark_script_runs_and_writes_json(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     results = json.loads(out.read_text())
     assert results["quick"] is True
-    assert set(results["overhead"]["us_per_call"]) == {"otelhooks", "floor"}
-    assert results["overhead"]["ratio"] > 0
+    assert set(results["overhead"]["us_per_call"]) == {
+        "readme set-up",
+        "same-work floor",
+        "default hooks, no span/log redaction",
+        "minimal floor",
+    }
+    assert all(r > 0 for r in results["overhead"]["ratios"].values())
     assert set(results["tracing_off"]) == {"no-op API", "sampler off"}
-    assert results["redactor"]["10_fields_clean_us"] > 0
-    assert "ratio otelhooks / floor" in done.stdout
+    assert results["redactor"]["json_api_100kb otelhooks"] > 0
+    assert results["burst"]["otelhooks-defaults"]["dropped"] == 0  # a count, not a timing
+    assert results["startup"]["import added ms"] > 0
+    assert "readme / minimal floor" in done.stdout
 
 
 def test_benchmark_script_rejects_unknown_sections() -> None:

@@ -212,3 +212,20 @@ def test_a_global_provider_made_elsewhere_is_adopted_with_advice() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     assert "OTEL_TRACES_EXPORTER=otelhooks_otlp" in done.stderr
+
+
+def test_a_burst_of_10000_calls_with_a_stdout_logger_loses_no_span() -> None:
+    root = __import__("pathlib").Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.burst_child", "otelhooks-defaults", "10000"],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    stats = __import__("json").loads(done.stderr.strip().splitlines()[-1])
+    assert stats["ended"] == 40_000 and stats["exported"] == 40_000 and stats["dropped"] == 0

@@ -138,7 +138,7 @@ _CHECKS: dict[str, Callable[[str], bool]] = {**CHECKS, "basic_auth": _basic_cred
 _ESCAPE: Final = re.compile(r"\\([nrt])")
 _CONTROL: Final = {"n": "\n", "r": "\r", "t": "\t"}
 _LONG: Final = 16  # no token format is shorter
-_NOT_DIGITS: Final = {c: None for c in range(0x250) if not chr(c).isdigit()}
+_DIGITS_AS_ZERO: Final = str.maketrans("123456789", "000000000")
 
 
 def _unescape(match: re.Match[str]) -> str:
@@ -163,28 +163,45 @@ def _gates(
     dict[int, int],
     re.Pattern[str] | None,
     re.Pattern[str] | None,
+    re.Pattern[str] | None,
     dict[str, tuple[SecretPattern, ...]],
     tuple[SecretPattern, ...],
     frozenset[str],
 ]:
-    """The order, gates and keyword index of a set of patterns (built once per set)."""
+    """The order, gates and keyword index of a set of patterns (built once per set): a gate
+    for token keywords where a token segment starts, one for token keywords anywhere in a
+    token, and one for ordinary words anywhere in the text."""
     key_words = frozenset(KEY_WORDS) if use_defaults else frozenset()
-    token_words = {k for p in patterns if p.in_token for k in p.keywords if k}
+    start_words = {k for p in patterns if p.in_token and p.at_start for k in p.keywords if k}
+    inner_words = {k for p in patterns if p.in_token and not p.at_start for k in p.keywords if k}
     context_words = {k for p in patterns if not p.in_token for k in p.keywords if k}
     context_words |= key_words
-    minimal_token, minimal_context = _minimal(token_words), _minimal(context_words)
+    # a start keyword is found at a segment start, so only a shorter one it begins with may
+    # stand for it (``cfpat-`` is not found by ``pat``); elsewhere any part will do
+    start_minimal = sorted(
+        w for w in start_words if not any(o != w and w.startswith(o) for o in start_words)
+    )
+    inner_minimal, context_minimal = _minimal(inner_words), _minimal(context_words)
     by_word: dict[str, list[SecretPattern]] = {}
     for pattern in patterns:
-        gate_words = minimal_token if pattern.in_token else minimal_context
-        for word in {m for m in gate_words for k in pattern.keywords if k and m in k}:
+        keys = [k for k in pattern.keywords if k]
+        if not pattern.in_token:
+            found = {m for m in context_minimal for k in keys if m in k}
+        elif pattern.at_start:
+            found = {m for m in start_minimal for k in keys if k.startswith(m)}
+        else:
+            found = {m for m in inner_minimal for k in keys if m in k}
+        for word in found:
             by_word.setdefault(word, []).append(pattern)
+    start_gate = re.compile(_trie_regex(start_minimal)) if start_minimal else None
     return (
         {id(p): i for i, p in enumerate(patterns)},
-        _gate(token_words),
+        re.compile(r"(?<![a-z0-9])" + start_gate.pattern) if start_gate else None,
+        _gate(inner_words),
         _gate(context_words),
         {w: tuple(ps) for w, ps in by_word.items()},
         tuple(p for p in patterns if not any(p.keywords)),
-        frozenset(m for m in minimal_context for k in key_words if m in k),
+        frozenset(m for m in context_minimal for k in key_words if m in k),
     )
 
 
@@ -251,7 +268,8 @@ class Redactor:
         init=False, repr=False, default_factory=dict
     )
     _gate: re.Pattern[str] | None = field(init=False, repr=False, default=None)
-    _token_gate: re.Pattern[str] | None = field(init=False, repr=False, default=None)
+    _start_gate: re.Pattern[str] | None = field(init=False, repr=False, default=None)
+    _inner_gate: re.Pattern[str] | None = field(init=False, repr=False, default=None)
     _by_word: dict[str, tuple[SecretPattern, ...]] = field(
         init=False, repr=False, default_factory=dict
     )
@@ -298,7 +316,8 @@ class Redactor:
         self._known = {}
         (
             self._order,
-            self._token_gate,
+            self._start_gate,
+            self._inner_gate,
             self._gate,
             self._by_word,
             self._always,
@@ -374,33 +393,35 @@ class Redactor:
         key_positions: list[int] = []
         candidates: dict[int, SecretPattern] = {}
         by_word = self._by_word
+        found: set[str] = set()
         if self._gate is not None:
             key_words = self._key_words
             for match in self._gate.finditer(lowered):
                 word = match.group()
-                for pattern in by_word.get(word, ()):
-                    candidates[id(pattern)] = pattern
                 if word in key_words:
                     key_positions.append(match.start())
-        token_gate = self._token_gate
-        if token_gate is not None and len(lowered) >= _LONG:
-            for token in lowered.split():
-                if len(token) >= _LONG:  # a secret is one long token
-                    for word in token_gate.findall(token):
-                        for pattern in by_word.get(word, ()):
-                            candidates[id(pattern)] = pattern
+                found.add(word)
+        if len(lowered) >= _LONG and (self._start_gate or self._inner_gate):
+            # a secret is one long token: the token gates look at those alone
+            tokens = " ".join([t for t in lowered.split() if len(t) >= _LONG])
+            for gate in (self._start_gate, self._inner_gate):
+                if gate is not None and tokens:
+                    found.update(gate.findall(tokens))
+        for word in found:
+            for pattern in by_word.get(word, ()):
+                candidates[id(pattern)] = pattern
         if candidates:  # in the patterns' order: where two find the same text, the first wins
             order = self._order
             for pattern in sorted(candidates.values(), key=lambda p: order[id(p)]):
                 self._pattern_spans(pattern, work, spans)
-        digits: int | None = None
+        zeroed: str | None = None
         for pattern in self._always:
-            if pattern.prefilter is not None:  # a card number: 12+ digits, then the prefilter
+            if pattern.prefilter is not None:  # a card number: its prefilter, on digits as 0
                 if len(work) < 12:
                     continue
-                if digits is None:
-                    digits = len(work.translate(_NOT_DIGITS))
-                if digits < 12 or pattern.prefilter.search(work) is None:
+                if zeroed is None:
+                    zeroed = work.translate(_DIGITS_AS_ZERO)
+                if pattern.prefilter.search(zeroed) is None:
                     continue
             self._pattern_spans(pattern, work, spans)
         if key_positions:

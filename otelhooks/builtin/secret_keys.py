@@ -43,19 +43,14 @@ KEY_WORDS: Final = (
     "sid",
     "jwt",
     "dsn",
-    "sig",
-    "api",
-    "access",
+    "signature",
     "client",
     "ssn",
     "cvv",
     "cvc",
     "card",
-    "bearer",
-    "private",
     "conn",
-    "pin",
-)
+)  # every credential name contains one of these (``api_key`` has ``key``)
 
 # The last segment(s) of a normalised key name that make it a credential name, with the kind
 # the redaction is reported as.
@@ -469,6 +464,7 @@ def worth_redacting(value: str, tier: int, *, code: bool) -> bool:
 
 _KEY_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-$@")
 _MAX_KEY: Final = 80
+_AFTER_KEY: Final = frozenset("\"'`\\ \t:=,(>?+.!\r\n")  # what may follow a key
 _OPERATOR: Final = re.compile(
     r"""(?P<close>\\?["'`])?                    # the key's closing quote, maybe escaped
         (?P<type>[ \t]+[A-Za-z_][\w.*\[\]]*(?=[ \t]*=))?  # Go: var apiToken string = "..."
@@ -505,6 +501,8 @@ def key_value_spans(text: str, positions: list[int]) -> Iterator[Span]:
         stop = min(len(text), pos + _MAX_KEY)
         while end < stop and text[end] in _KEY_CHARS:
             end += 1
+        if end < len(text) and text[end] not in _AFTER_KEY:
+            continue  # no assignment can follow (``/api/items``)
         raw = text[start:end]
         key = raw.strip(".-$@")
         if not key or (end - start) >= _MAX_KEY:

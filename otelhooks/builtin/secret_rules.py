@@ -33,6 +33,7 @@ class SecretPattern:
     prefilter: re.Pattern[str] | None = None
     not_after: re.Pattern[str] | None = None  # a character that may not precede the match
     in_token: bool = False  # the keywords occur inside a 16+ character token (a faster gate)
+    at_start: bool = False  # ... where a token segment starts (not after a letter or digit)
 
 
 def luhn_valid(text: str) -> bool:
@@ -65,10 +66,17 @@ _LEADING = re.compile(r"^(\(\?i\))?\(\?<!(\[[^\]]*\])\)")
 
 
 def _p(
-    kind: str, regex: str, *keywords: str, group: int = 0, context: bool = False
+    kind: str,
+    regex: str,
+    *keywords: str,
+    group: int = 0,
+    context: bool = False,
+    inner: bool = False,
 ) -> SecretPattern:
     """A pattern. ``context``: its keywords are ordinary words (``authorization``, ``machine``)
-    found anywhere in the text, not part of a long token."""
+    found anywhere in the text, not part of a long token. A pattern that starts with "not after
+    a token character" has its keywords at the start of a token segment, unless ``inner`` (the
+    keyword is further in: ``_live_`` of ``sk_live_...``)."""
     not_after = None
     match = _LEADING.match(regex)
     if match is not None:
@@ -81,6 +89,7 @@ def _p(
         group,
         not_after=not_after,
         in_token=not context,
+        at_start=not_after is not None and not inner and not context,
     )
 
 
@@ -153,6 +162,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "azure_ad_client_secret",
         r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])",
         "q~",
+        inner=True,
     ),
     _p(
         "azure_storage_key",
@@ -166,6 +176,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "azure_devops_pat",
         r"(?<![A-Za-z0-9])[A-Za-z0-9]{52}AZDO[A-Za-z0-9]{28}(?![A-Za-z0-9])",
         "azdo",
+        inner=True,
     ),
     _prefixed("alibaba_access_key_id", "LTAI", r"[A-Za-z0-9]{12,20}"),
     _prefixed("digitalocean_token", "dop_v1_", r"[a-f0-9]{64}"),
@@ -201,6 +212,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "terraform_cloud_token",
         r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}",
         ".atlasv1.",
+        inner=True,
     ),
     _prefixed("pulumi_token", "pul-", r"[a-f0-9]{40}"),
     _p(
@@ -287,8 +299,12 @@ PATTERNS: tuple[SecretPattern, ...] = (
     _prefixed("buildkite_token", "bkua_", r"[a-f0-9]{40}"),
     _p(
         "harness_token",
-        r"(?<![A-Za-z0-9_])(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[a-f0-9]{24}\.[A-Za-z0-9]{20}",
+        r"(?<![A-Za-z0-9_])pat\.[A-Za-z0-9_-]{22}\.[a-f0-9]{24}\.[A-Za-z0-9]{20}",
         "pat.",
+    ),
+    _p(
+        "harness_token",
+        r"(?<![A-Za-z0-9_])sat\.[A-Za-z0-9_-]{22}\.[a-f0-9]{24}\.[A-Za-z0-9]{20}",
         "sat.",
     ),
     _prefixed("octopus_deploy_key", "API-", r"[A-Z0-9]{26}"),
@@ -337,13 +353,13 @@ PATTERNS: tuple[SecretPattern, ...] = (
     _p(
         "new_relic_key",
         r"(?<![A-Za-z0-9_])(?:NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_-]{32}|NRJS-[a-f0-9]{19}|"
-        r"NRAA-[a-f0-9]{27}|[a-f0-9]{36}NRAL)" + _END,
+        r"NRAA-[a-f0-9]{27})" + _END,
         "nrak-",
         "nrii-",
         "nrjs-",
         "nraa-",
-        "nral",
     ),
+    _p("new_relic_key", r"(?<![A-Za-z0-9_])[a-f0-9]{36}NRAL" + _END, "nral", inner=True),
     _p(
         "sentry_token",
         r"(?<![A-Za-z0-9_])(?:sntrys_[A-Za-z0-9+/=_]{50,}|sntryu_[a-f0-9]{64})",
@@ -386,7 +402,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
         r"(?i)https?://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]+",
         "discord",
     ),
-    _p("telegram_bot_token", r"(?<![0-9])\d{8,10}:AA[A-Za-z0-9_-]{33}" + _END, ":aa"),
+    _p("telegram_bot_token", r"(?<![0-9])\d{8,10}:AA[A-Za-z0-9_-]{33}" + _END, ":aa", inner=True),
     _p(
         "teams_webhook",
         r"(?i)https://[a-z0-9-]+\.webhook\.office\.com/webhookb2/[A-Za-z0-9@/_-]+",
@@ -405,6 +421,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
         r"(?<![A-Za-z0-9_])(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",
         "_live_",
         "_test_",
+        inner=True,
     ),
     _prefixed("stripe_webhook_secret", "whsec_", r"[A-Za-z0-9+/=]{24,}"),
     _p(
@@ -435,6 +452,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "-sandbox-",
         "-development-",
         "-production-",
+        inner=True,
     ),
     _p("razorpay_key", r"(?<![A-Za-z0-9_])rzp_(?:live|test)_[A-Za-z0-9]{14,}", "rzp_"),
     _p("flutterwave_key", r"FLW(?:SEC|PUB)K(?:_TEST)?-[a-h0-9]{32}-X", "flwseck", "flwpubk"),
@@ -445,7 +463,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
     # -- mail and SMS ---------------------------------------------------------------------------
     _p("sendgrid_key", r"(?<![A-Za-z0-9_])SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _END, "sg."),
     _p("mailgun_key", r"(?<![A-Za-z0-9_])(?:pub)?key-[a-f0-9]{32}" + _END, "key-"),
-    _p("mailchimp_key", r"(?<![A-Za-z0-9_])[a-f0-9]{32}-us\d{1,2}" + _END, "-us"),
+    _p("mailchimp_key", r"(?<![A-Za-z0-9_])[a-f0-9]{32}-us\d{1,2}" + _END, "-us", inner=True),
     _p("twilio_key", r"(?<![A-Za-z0-9_])SK[a-f0-9]{32}" + _END, "sk"),
     _p(
         "brevo_key",
@@ -583,7 +601,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
             r"6(?:011|5\d{2}|4[4-9]\d|2\d{2})|35\d{2})(?:[ -]?\d){9,15}(?![\w-]|\.\d)"
         ),
         not_after=re.compile(r"[\w.-]"),
-        prefilter=re.compile(r"\d{4}[ -]?\d{4}[ -]?\d{4}"),
+        # on the text with every digit as 0: a literal-led search, fast
+        prefilter=re.compile(r"0000[ -]?0000[ -]?0000"),
     ),
 )
 """The token formats, in the order they are tried (the more specific first)."""

@@ -99,7 +99,7 @@ def scrub_span(redactor: Redactor, span: ReadableSpan) -> ReadableSpan:
     )
 
 
-_INERT = (bool, int, float)
+_INERT = frozenset({bool, int, float})
 _MIN_SECRET = 8
 
 
@@ -109,15 +109,28 @@ def _scrub_attributes(
     """Scrubbed attributes (``None`` when nothing changed); redacted keys go to ``paths``."""
     out: dict[str, Any] | None = None
     for key, value in attributes.items():
-        short = isinstance(value, str) and len(value) < _MIN_SECRET
-        if isinstance(value, _INERT) or (short and redactor.sensitive_key(key) is None):
+        if type(value) in _INERT:
             continue
-        new, found = redactor.redact({key: value}, prefix)
-        if found:
+        plain_key = redactor.key_tier(key) is None
+        if plain_key and type(value) is str:  # the common case: scan the text alone
+            if len(value) < _MIN_SECRET:
+                continue
+            text, kinds = redactor.redact_text(value, f"{prefix}.{key}" if prefix else key)
+            if not kinds:
+                continue
+            paths.append(f"{prefix}.{key}" if prefix else key)
+            new_value: Any = text
+        else:
+            if plain_key and isinstance(value, (bool, int, float)):
+                continue
+            new, found = redactor.redact({key: value}, prefix)
+            if not found:
+                continue
             paths.extend(found)
-            if out is None:
-                out = dict(attributes)
-            out[key] = new[key]
+            new_value = new[key]
+        if out is None:
+            out = dict(attributes)
+        out[key] = new_value
     return out
 
 
