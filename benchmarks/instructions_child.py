@@ -1,6 +1,9 @@
 """Benchmark 1 under callgrind, in its own process: N calls of one side, nothing else.
 
-    valgrind --tool=callgrind python -m benchmarks.instructions_child floor|otelhooks N
+    valgrind --tool=callgrind python -m benchmarks.instructions_child SIDE N
+
+SIDE is readme (the README set-up), same-work (the same-work floor), defaults (default hooks
+without span or log redaction) or minimal (the minimal competent floor).
 
 The instruction count of N calls minus that of a smaller N is the cost of the extra calls:
 deterministic, unlike wall-clock time on a shared machine.
@@ -11,17 +14,30 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from benchmarks.run import default_hooks, make_floor, make_logger, make_registry, sdk_provider
+from benchmarks.run import (
+    default_hooks,
+    make_floor,
+    make_logger,
+    make_minimal_floor,
+    make_registry,
+    plain_logger,
+    plain_provider,
+    sdk_provider,
+)
 from otelhooks import ToolCall, ToolExecutor
 from otelhooks.builtin import Redactor
 
 
 def main(side: str, n: int) -> None:
     redactor = Redactor()
-    provider = sdk_provider(redactor)
-    logger = make_logger(redactor)
-    if side == "floor":
+    if side in ("readme", "same-work"):
+        provider, logger = sdk_provider(redactor), make_logger(redactor)
+    else:
+        provider, logger = plain_provider(), plain_logger()
+    if side == "same-work":
         fn = make_floor(provider, redactor, logger)
+    elif side == "minimal":
+        fn = make_minimal_floor(provider, logger)
     else:
         hooks = default_hooks(redactor, logger)
         fn = ToolExecutor(make_registry(), hooks, tracer_provider=provider).execute

@@ -390,8 +390,9 @@ def instructions_per_call(quick: bool) -> dict[str, float] | None:
             text=True,
         )
 
+    sides = ("readme", "same-work", "defaults", "minimal")
     totals: dict[tuple[str, int], int] = {}
-    for side in ("floor", "otelhooks"):  # two at a time: one per core
+    for side in sides:  # two at a time: one per core
         procs = {n: count(side, n) for n in (small, large)}
         for n, proc in procs.items():
             _, err = proc.communicate(timeout=1800)
@@ -401,8 +402,7 @@ def instructions_per_call(quick: bool) -> dict[str, float] | None:
                 return None
             totals[(side, n)] = int(found[-1].rsplit(":", 1)[1])
     return {
-        side: (totals[(side, large)] - totals[(side, small)]) / (large - small)
-        for side in ("floor", "otelhooks")
+        side: (totals[(side, large)] - totals[(side, small)]) / (large - small) for side in sides
     }
 
 

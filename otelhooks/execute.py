@@ -497,13 +497,16 @@ class ToolExecutor:
         token = otel_context.attach(self._phase_context(p, span))
         timeout, in_thread = self._bound(p.timeout, p.args, tool)
         on_progress = self._progress_callback(p, span) if tool._context_param else None
+        on_attributes = p.span.set_attributes if tool._context_param else None
         try:
             try:
                 if timeout is None:
-                    value = await self._invoke(p, tool, span, on_progress, in_thread)
+                    value = await self._invoke(p, tool, span, on_progress, on_attributes, in_thread)
                 else:
                     async with asyncio.timeout(timeout):
-                        value = await self._invoke(p, tool, span, on_progress, in_thread)
+                        value = await self._invoke(
+                            p, tool, span, on_progress, on_attributes, in_thread
+                        )
                 return _as_result(p.call, value)
             except TimeoutError:
                 p.error_type = A.ERR_TOOL_TIMEOUT
@@ -516,11 +519,14 @@ class ToolExecutor:
                     return self._cancelled_result(p, span)
                 raise
             except Exception as exc:
-                p.error_type = type(exc).__qualname__
+                p.error_type = getattr(exc, "error_type", None) or type(exc).__qualname__
                 if span.is_recording():
                     span.record_exception(exc)
                     span.set_status(Status(StatusCode.ERROR, _error_text(exc)))
                     span.set_attribute(A.ERROR_TYPE, p.error_type)
+                extra = getattr(exc, "attributes", None)
+                if extra and p.span.is_recording():
+                    p.span.set_attributes(extra)
                 return ToolResult(p.call.id, tool.name, _error_text(exc), None, True)
         finally:
             otel_context.detach(token)
@@ -532,6 +538,7 @@ class ToolExecutor:
         tool: Tool,
         span: Span,
         on_progress: Callable[[Any], None] | None,
+        on_attributes: Callable[[Mapping[str, Any]], None] | None,
         in_thread: bool,
     ) -> Any:
         value = await self.registry.run(
@@ -540,6 +547,7 @@ class ToolExecutor:
             tool_call_id=p.call.id,
             signal=p.signal,
             on_progress=on_progress,
+            on_attributes=on_attributes,
             in_thread=in_thread,
         )
         if type(value) is not str and (inspect.isgenerator(value) or inspect.isasyncgen(value)):

@@ -8,6 +8,7 @@ schema, and runs the handler. Everything else wraps it from outside.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import re
@@ -34,7 +35,22 @@ TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class ToolError(Exception):
-    """Base of the errors the registry reports as error results (never raised out of a run)."""
+    """Base of the errors the registry reports as error results (never raised out of a run).
+
+    A handler may raise one with an ``error_type`` (the span's ``error.type``; default: the
+    exception's class name) and ``attributes`` for the call's span: an MCP server's JSON-RPC
+    error carries its code this way."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        error_type: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.attributes = dict(attributes or {})
 
 
 class ToolNotFound(ToolError):
@@ -50,17 +66,26 @@ class ToolContext:
     """Given to a handler that declares a parameter annotated ``ToolContext``.
 
     ``progress(update)`` reports a partial result: it becomes a span event on the ``run`` span and
-    a ``tool_execution_update`` event of the loop. ``signal`` is the run's cancellation signal.
+    a ``tool_execution_update`` event of the loop. ``set_attributes(attributes)`` adds attributes
+    to the call's ``execute_tool`` span (what a tool knows of its own protocol: the MCP adapter
+    records ``mcp.*`` there). ``signal`` is the run's cancellation signal.
     """
 
     tool_call_id: str
     tool_name: str
     signal: CancelSignal
     _on_progress: ProgressCallback | None = None
+    _on_attributes: Callable[[Mapping[str, Any]], None] | None = None
 
     def progress(self, update: Any) -> None:
+        """Report a partial result (a span event, and the loop's ``tool_execution_update``)."""
         if self._on_progress is not None:
             self._on_progress(update)
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Add attributes to the call's ``execute_tool`` span (ignored when it does not record)."""
+        if self._on_attributes is not None:
+            self._on_attributes(attributes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +157,14 @@ class Tool:
         tool_call_id: str,
         signal: CancelSignal,
         on_progress: ProgressCallback | None = None,
+        on_attributes: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> Any:
         """Call the handler with validated arguments; returns its value (an awaitable if async)."""
         kwargs = dict(args)
         if self._context_param is not None:
-            kwargs[self._context_param] = ToolContext(tool_call_id, self.name, signal, on_progress)
+            kwargs[self._context_param] = ToolContext(
+                tool_call_id, self.name, signal, on_progress, on_attributes
+            )
         return self.handler(**kwargs)
 
 
@@ -449,17 +477,29 @@ class ToolRegistry:
         tool_call_id: str,
         signal: CancelSignal,
         on_progress: ProgressCallback | None = None,
+        on_attributes: Callable[[Mapping[str, Any]], None] | None = None,
         in_thread: bool = False,
     ) -> Any:
         """Run the handler: awaited if async; a sync one inline, or in a worker thread when
         ``in_thread`` (so that a timeout can fire and other tools keep running)."""
         if tool.is_async or not in_thread:
             value = tool.call(
-                args, tool_call_id=tool_call_id, signal=signal, on_progress=on_progress
+                args,
+                tool_call_id=tool_call_id,
+                signal=signal,
+                on_progress=on_progress,
+                on_attributes=on_attributes,
             )
         else:
             value = await asyncio.to_thread(
-                tool.call, args, tool_call_id=tool_call_id, signal=signal, on_progress=on_progress
+                functools.partial(
+                    tool.call,
+                    args,
+                    tool_call_id=tool_call_id,
+                    signal=signal,
+                    on_progress=on_progress,
+                    on_attributes=on_attributes,
+                )
             )
         if tool.is_async or (type(value) not in _PLAIN and inspect.isawaitable(value)):
             value = await value

@@ -70,7 +70,7 @@ TOKEN_CASES: list[Case] = [
         "private_key",
         f"-----BEGIN RSA PRIVATE KEY-----\n{fill(_PEM_BODY, 'pem')}\n-----END RSA PRIVATE KEY-----",
         fill(_PEM_BODY, "pem"),
-        "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n-----END PUBLIC KEY-----",
+        "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n-----END PUBLIC KEY-----",  # noqa: E501
     ),
     case(
         "putty_private_key",
@@ -424,7 +424,7 @@ ORDINARY: list[str] = [
     "phone +1 202 456 1111, fax 202-456-1112",
     "uuid 6fa459ea-ee8a-3ca4-894e-db77e160355e",
     "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
-    "docker pull ghcr.io/acme/app@sha256:9b2e3f1c4d5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c",
+    "docker pull ghcr.io/acme/app@sha256:9b2e3f1c4d5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c",  # noqa: E501
     "key_id: 7f3c2a1b-0d4e-4f5a-8b6c-9d0e1f2a3b4c",
     '"sort_key": "user#42#2026-12-02"',
     "task-force meeting at 10:00; ask the desk",

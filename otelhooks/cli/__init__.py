@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("demo", "traces")
+COMMANDS = ("demo", "traces", "mcp")
 
 # Optional imports and the extra that brings each.
 EXTRAS = {

@@ -1,0 +1,613 @@
+"""An MCP server's tools through the hook boundary (``pip install 'otelhooks[mcp]'``).
+
+::
+
+    async with MCPServerTools(["uvx", "mcp-server-time"], prefix="time") as time_tools:
+        time_tools.register(registry)          # time_get_current_time, time_convert_time
+        ...                                    # an Agent or ToolExecutor over the registry
+
+Each tool of the server becomes a :class:`~otelhooks.Tool` whose arguments are validated against
+the server's ``inputSchema`` before any hook sees them (properties the schema does not name are
+refused unless ``allow_extra_arguments``), and whose handler calls the server through the
+official ``mcp`` client. A call is then an ordinary ``execute_tool {tool}`` span with its
+``before``/``run``/``after`` children; it gets the MCP semantic conventions' attributes
+(``mcp.method.name``, ``mcp.protocol.version``, ``jsonrpc.request.id``, ``network.transport``,
+``server.address``/``server.port``) instead of a second span, and the W3C trace context is
+injected into the request's ``params._meta`` through the global propagator (SEP-414), so an
+instrumented server's spans join the agent's trace.
+
+The result maps to a :class:`~otelhooks.ToolOutput`: text blocks are the content, images and
+audio are media, resource links and embedded resources are described in the text, the whole
+``CallToolResult`` (``structuredContent`` included) is the details, and ``isError`` makes an
+error result (``error.type=tool_error``). A JSON-RPC error is an error result whose
+``error.type`` is its code. Progress notifications are the tool's progress (span events). A call
+cancelled or timed out sends ``notifications/cancelled``. A server that crashes gives an error
+result saying so, and is started again on the next call; a server that hangs is bounded by the
+tool's timeout. The tools are refreshed when the server says its list changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import hashlib
+import inspect
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, cast
+from urllib.parse import urlsplit
+
+import anyio
+import mcp.types as mcp_types
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+
+from .. import attributes as A
+from ..messages import MediaContent
+from ..tools import TOOL_NAME, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, make_tool
+
+if TYPE_CHECKING:
+    from mcp.shared.dispatcher import ProgressFnT
+    from mcp.types import RequestParamsMeta
+
+logger = logging.getLogger("otelhooks.mcp")
+
+ServerTarget = str | Sequence[str] | StdioServerParameters
+"""A URL (Streamable HTTP), a command line, or ``StdioServerParameters``."""
+
+CONNECTION_ERROR: Final = "connection_error"
+_NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class MCPToolError(ToolError):
+    """A call the MCP server answered with a JSON-RPC error, or could not answer at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class MCPTool:
+    """One tool of a server: the name it is registered under, and the server's own listing."""
+
+    name: str
+    listing: mcp_types.Tool
+    tool: Tool
+
+
+# -- the SDK's own client span --------------------------------------------------------------------
+
+_OWN_SPAN: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "otelhooks_mcp_own_span", default=False
+)
+
+
+class _SpanlessWhileOurs:
+    """The ``mcp`` SDK's tracer, made to start no span while otelhooks' ``execute_tool`` span is
+    the call's span: the MCP conventions want the ``mcp.*`` attributes on that span rather than a
+    second span for the same call. Other uses of the SDK in the process are untouched."""
+
+    def __init__(self, inner: trace.Tracer) -> None:
+        self.inner = inner
+
+    def start_span(self, *args: Any, **kwargs: Any) -> trace.Span:
+        if _OWN_SPAN.get():
+            return trace.INVALID_SPAN
+        return self.inner.start_span(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Iterator[trace.Span]:
+        if _OWN_SPAN.get():
+            yield trace.INVALID_SPAN  # the current span stays ours: its context is injected
+            return
+        with self.inner.start_as_current_span(*args, **kwargs) as span:
+            yield span
+
+
+def _install_span_guard() -> None:
+    try:
+        from mcp.shared import _otel
+    except ImportError:  # a later SDK moved it: the call gets the SDK's span as well
+        return
+    tracer = getattr(_otel, "_tracer", None)
+    if tracer is not None and not isinstance(tracer, _SpanlessWhileOurs):
+        _otel._tracer = cast(trace.Tracer, _SpanlessWhileOurs(tracer))
+
+
+_install_span_guard()
+
+
+# -- progress forwarding ---------------------------------------------------------------------------
+
+ProgressFn = Callable[[float, "float | None", "str | None"], Any]
+_FORWARD_PROGRESS: contextvars.ContextVar[ProgressFn | None] = contextvars.ContextVar(
+    "otelhooks_mcp_forward_progress", default=None
+)
+
+
+@contextlib.contextmanager
+def progress_to(callback: ProgressFn) -> Iterator[None]:
+    """Within the block, the progress of every MCP call made through :class:`MCPServerTools`
+    also goes to ``callback(progress, total, message)`` (sync or async): how the proxy passes an
+    upstream's progress on to its host."""
+    token = _FORWARD_PROGRESS.set(callback)
+    try:
+        yield
+    finally:
+        _FORWARD_PROGRESS.reset(token)
+
+
+# -- results ---------------------------------------------------------------------------------------
+
+
+def to_tool_output(result: mcp_types.CallToolResult) -> ToolOutput:
+    """An MCP ``CallToolResult`` as a :class:`~otelhooks.ToolOutput` (see the module's docs)."""
+    texts: list[str] = []
+    media: list[MediaContent] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.TextContent):
+            texts.append(block.text)
+        elif isinstance(block, mcp_types.ImageContent):
+            media.append(MediaContent("image", block.data, block.mime_type))
+        elif isinstance(block, mcp_types.AudioContent):
+            media.append(MediaContent("audio", block.data, block.mime_type))
+        elif isinstance(block, mcp_types.ResourceLink):
+            texts.append(f"[resource link: {block.name} <{block.uri}>]")
+        elif isinstance(block, mcp_types.EmbeddedResource):
+            resource = block.resource
+            if isinstance(resource, mcp_types.TextResourceContents):
+                texts.append(resource.text)
+            else:
+                mime = resource.mime_type or "application/octet-stream"
+                kind = mime.split("/", 1)[0]
+                if kind in ("image", "audio"):
+                    media.append(MediaContent(kind, resource.blob, mime))  # type: ignore[arg-type]
+                else:
+                    texts.append(f"[embedded resource: <{resource.uri}> ({mime})]")
+    content = "\n".join(texts)
+    if not content and result.structured_content is not None:
+        content = json.dumps(result.structured_content, ensure_ascii=False)
+    details = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return ToolOutput(content, details, bool(result.is_error), media=tuple(media))
+
+
+def strict_schema(schema: Mapping[str, Any], allow_extra: bool) -> dict[str, Any]:
+    """``inputSchema`` as arguments are validated against: an object schema that does not say
+    otherwise refuses properties it does not name, unless ``allow_extra``."""
+    out = dict(schema)
+    if not allow_extra and out.get("type", "object") == "object":
+        out.setdefault("additionalProperties", False)
+    out.setdefault("type", "object")
+    return out
+
+
+def tool_name(name: str, prefix: str | None, separator: str = "_") -> str:
+    """The name a server's tool is registered under: the prefix, and characters providers
+    refuse replaced; a name too long keeps a hash of the whole, so two cannot collide."""
+    full = f"{prefix}{separator}{name}" if prefix else name
+    safe = _NAME_CHARS.sub("_", full)
+    if TOOL_NAME.fullmatch(safe) is None:  # empty, or longer than 64
+        digest = hashlib.sha256(full.encode()).hexdigest()[:8]
+        safe = f"{safe[:55]}_{digest}" if safe else f"tool_{digest}"
+    return safe
+
+
+# -- one server ------------------------------------------------------------------------------------
+
+
+class MCPServerTools:
+    """The tools of one MCP server, for a :class:`~otelhooks.ToolRegistry`.
+
+    ``server`` is a URL (Streamable HTTP), a command line (stdio) or ``StdioServerParameters``.
+    ``prefix`` is put before each tool's name (``{prefix}_{name}``) so two servers cannot
+    collide; ``name`` names the server in messages (default: the prefix, or the command).
+    ``timeout`` bounds each call (default: the executor's). ``headers`` go with every HTTP
+    request (an ``Authorization`` header, say). ``sampling_callback`` and
+    ``elicitation_callback`` answer the server's requests (see ``mcp.Client``). ``mode`` is
+    ``mcp.Client``'s protocol negotiation: ``"auto"``, or ``"legacy"`` (the initialize
+    handshake) for a server whose tools send requests of their own, such as elicitation.
+    ``on_tools_changed(self)`` runs after the tools were refreshed on a change.
+
+    Use it as an async context manager, or call :meth:`connect` and :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        server: ServerTarget,
+        *,
+        prefix: str | None = None,
+        name: str | None = None,
+        allow_extra_arguments: bool = False,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        sampling_callback: Any = None,
+        elicitation_callback: Any = None,
+        on_tools_changed: Callable[[MCPServerTools], Any] | None = None,
+        mode: str = "auto",
+    ) -> None:
+        if isinstance(server, str):
+            self.url: str | None = server
+            self.params: StdioServerParameters | None = None
+        elif isinstance(server, StdioServerParameters):
+            self.url, self.params = None, server
+        else:
+            command = list(server)
+            if not command:
+                raise ValueError("an MCP server command line cannot be empty")
+            self.url = None
+            self.params = StdioServerParameters(
+                command=command[0], args=command[1:], env=dict(env) if env else None, cwd=cwd
+            )
+        self.prefix = prefix
+        self.name = name or prefix or (self.url or (self.params.command if self.params else ""))
+        self.allow_extra_arguments = allow_extra_arguments
+        self.timeout = timeout
+        self.headers = dict(headers or {})
+        self.sampling_callback = sampling_callback
+        self.elicitation_callback = elicitation_callback
+        self.on_tools_changed = on_tools_changed
+        self.mode = mode
+        self._tools: dict[str, MCPTool] = {}  # registered name -> tool
+        self._registries: list[ToolRegistry] = []
+        self._client: Client | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._lock = asyncio.Lock()
+        self._failure: BaseException | None = None
+        self._span_attributes: dict[str, Any] = self._transport_attributes()
+
+    # -- life --------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> MCPServerTools:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        """Start (or reach) the server and list its tools."""
+        async with self._lock:
+            await self._connect_locked()
+        await self.refresh()
+
+    async def _connect_locked(self) -> Client:
+        if self._client is not None and self._owner is not None and not self._owner.done():
+            return self._client
+        if self._owner is not None and not self._owner.done():
+            await self._settle(self._owner)
+        self._failure = None
+        ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+        # The connection outlives the call that started it: it runs in a context of its own,
+        # outside that call's span, so its requests (discovery, listen) are not the call's.
+        detached = contextvars.copy_context()
+        detached.run(otel_context.attach, otel_context.Context())
+        self._owner = asyncio.create_task(
+            self._own(ready, self._stop), name=f"mcp {self.name}", context=detached
+        )
+        try:
+            self._client = await ready
+        except BaseException:
+            self._owner.cancel()
+            raise
+        return self._client
+
+    async def _own(self, ready: asyncio.Future[Client], stop: asyncio.Event) -> None:
+        """The connection's own task: it enters and leaves the client's context (anyio wants
+        both in one task), and watches the server's list of tools."""
+        try:
+            async with self._new_client() as client:
+                if not ready.done():
+                    ready.set_result(client)
+                watcher = asyncio.create_task(self._watch_tools(client))
+                try:
+                    await stop.wait()
+                finally:
+                    watcher.cancel()
+                    await asyncio.gather(watcher, return_exceptions=True)
+        except BaseException as exc:  # the server died or could not start: say so at next use
+            self._failure = exc
+            if not ready.done():
+                ready.set_exception(
+                    MCPToolError(
+                        f"cannot start or reach the MCP server {self.name!r}: "
+                        f"{type(exc).__name__}: {_first_message(exc)}",
+                        error_type=CONNECTION_ERROR,
+                    )
+                )
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self._client = None
+
+    @contextlib.asynccontextmanager
+    async def _new_client(self) -> AsyncIterator[Client]:
+        common: dict[str, Any] = {
+            "message_handler": self._on_message,
+            "sampling_callback": self.sampling_callback,
+            "elicitation_callback": self.elicitation_callback,
+            "cache": None,
+            "mode": self.mode,
+        }
+        if self.url is None:
+            assert self.params is not None
+            async with Client(self.params, **common) as client:
+                yield client
+            return
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        async def keep_session_id(response: Any) -> None:
+            session_id = response.headers.get("mcp-session-id")
+            if session_id:
+                self._span_attributes[A.MCP_SESSION_ID] = session_id
+
+        http = create_mcp_http_client(headers=self.headers or None)
+        http.event_hooks["response"].append(keep_session_id)
+        async with (
+            http,
+            Client(streamable_http_client(self.url, http_client=http), **common) as client,
+        ):
+            yield client
+
+    async def close(self) -> None:
+        """Stop the connection (and the server process of a command line)."""
+        owner, stop = self._owner, self._stop
+        self._owner = None
+        if owner is None or stop is None:
+            return
+        stop.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(owner), timeout=10)
+        except TimeoutError:
+            owner.cancel()
+        except BaseException:  # the connection had already failed: nothing more to close
+            pass
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None and self._owner is not None and not self._owner.done()
+
+    @property
+    def protocol_version(self) -> str | None:
+        client = self._client
+        return client.protocol_version if client is not None else None
+
+    # -- tools -------------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> list[Tool]:
+        """The server's tools as otelhooks tools."""
+        return [t.tool for t in self._tools.values()]
+
+    @property
+    def listings(self) -> list[MCPTool]:
+        """The server's tools with their MCP listings (names, schemas, annotations)."""
+        return list(self._tools.values())
+
+    def register(self, registry: ToolRegistry) -> list[Tool]:
+        """Register the tools in ``registry``; a refresh keeps it up to date."""
+        if registry not in self._registries:
+            self._registries.append(registry)
+        for tool in self.tools:
+            registry.add(tool)
+        return self.tools
+
+    async def refresh(self) -> None:
+        """List the server's tools again (done by itself when the server says they changed)."""
+        client = await self._ensure()
+        listed: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        for _ in range(100):  # a paginator that never ends cannot hang us
+            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+            listed.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        old = self._tools
+        self._tools = {}
+        for listing in listed:
+            registered = tool_name(listing.name, self.prefix)
+            self._tools[registered] = MCPTool(
+                registered, listing, self._make_tool(registered, listing)
+            )
+        for registry in self._registries:
+            for name in old:
+                if name not in self._tools and registry.get(name) is old[name].tool:
+                    registry.remove(name)
+            for tool in self.tools:
+                registry.add(tool)
+        if old and self.on_tools_changed is not None:
+            result = self.on_tools_changed(self)
+            if asyncio.iscoroutine(result):
+                await result
+
+    def _make_tool(self, registered: str, listing: mcp_types.Tool) -> Tool:
+        upstream = listing.name
+
+        async def call(ctx: ToolContext, **arguments: Any) -> ToolOutput:
+            return to_tool_output(await self.call_tool(upstream, arguments, ctx))
+
+        call.__name__ = registered
+        return make_tool(
+            call,
+            name=registered,
+            description=listing.description or listing.title or upstream,
+            parameters=strict_schema(listing.input_schema, self.allow_extra_arguments),
+            timeout=self.timeout,
+            output_schema=listing.output_schema,
+        )
+
+    # -- calls -------------------------------------------------------------------------------
+
+    async def client(self) -> Client:
+        """The live ``mcp.Client`` (the server is started again if it died): for what the
+        tools do not cover, such as resources and prompts."""
+        return await self._ensure()
+
+    async def _ensure(self) -> Client:
+        """The live client, starting the server again if it died."""
+        client = self._client
+        if client is not None and self._owner is not None and not self._owner.done():
+            return client
+        async with self._lock:
+            if self._owner is not None and self._client is None:
+                await self._settle(self._owner)
+            return await self._connect_locked()
+
+    @staticmethod
+    async def _settle(owner: asyncio.Task[None]) -> None:
+        """Wait (briefly) for a dropped connection's task to finish closing it."""
+        try:
+            await asyncio.wait_for(asyncio.shield(owner), timeout=5)
+        except TimeoutError:
+            owner.cancel()
+        except BaseException:
+            pass
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        ctx: ToolContext | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        progress: Callable[[float, float | None, str | None], Any] | None = None,
+    ) -> mcp_types.CallToolResult:
+        """Call the server's tool ``name`` (its own name, not the registered one).
+
+        With ``ctx``, the ``mcp.*`` attributes go on the call's ``execute_tool`` span and
+        progress notifications become the tool's progress. The current trace context is
+        injected into ``params._meta`` (over ``meta``'s own keys). Raises
+        :class:`MCPToolError` for a JSON-RPC error or a server that is gone.
+        """
+        client = await self._ensure()
+        attributes = {
+            **self._span_attributes,
+            A.MCP_METHOD_NAME: "tools/call",
+            A.MCP_PROTOCOL_VERSION: client.protocol_version,
+        }
+        out_meta: dict[str, Any] = dict(meta or {})
+        propagate.inject(out_meta)  # traceparent, tracestate, baggage: the current span's
+
+        listeners = [fn for fn in (progress, _FORWARD_PROGRESS.get()) if fn is not None]
+
+        async def on_progress(done: float, total: float | None, message: str | None) -> None:
+            if ctx is not None:
+                ctx.progress({"progress": done, "total": total, "message": message})
+            for listener in listeners:
+                outcome = listener(done, total, message)
+                if inspect.isawaitable(outcome):
+                    await outcome
+
+        dispatcher = getattr(client.session, "_dispatcher", None)
+        next_id = getattr(dispatcher, "_next_id", None)
+        token = _OWN_SPAN.set(True)
+        try:
+            result = await client.call_tool(
+                name,
+                dict(arguments),
+                progress_callback=cast("ProgressFnT", on_progress),
+                meta=cast("RequestParamsMeta", out_meta) if out_meta else None,
+            )
+        except MCPError as exc:
+            if exc.error.code == CONNECTION_CLOSED:
+                self._drop()
+                raise self._gone(exc, attributes) from None
+            code = str(exc.error.code)
+            raise MCPToolError(
+                f"MCP error {code}: {exc.error.message}",
+                error_type=code,
+                attributes={**attributes, A.RPC_RESPONSE_STATUS_CODE: code},
+            ) from None
+        except (OSError, EOFError, RuntimeError, anyio.ClosedResourceError) as exc:
+            self._drop()
+            raise self._gone(exc, attributes) from None
+        except Exception as exc:
+            if self._owner is None or self._owner.done():
+                raise self._gone(exc, attributes) from None
+            raise
+        finally:
+            _OWN_SPAN.reset(token)
+        if isinstance(next_id, int) and getattr(dispatcher, "_next_id", None) == next_id + 1:
+            attributes[A.JSONRPC_REQUEST_ID] = str(next_id)  # no other request in between
+        if ctx is not None:
+            ctx.set_attributes(attributes)
+        return result
+
+    def _drop(self) -> None:
+        """Let go of a connection that failed: the next call starts a new one."""
+        self._client = None
+        if self._stop is not None:
+            self._stop.set()
+
+    def _gone(self, exc: BaseException, attributes: Mapping[str, Any]) -> MCPToolError:
+        reason = self._failure or exc
+        return MCPToolError(
+            f"the MCP server {self.name!r} is gone ({type(reason).__name__}: "
+            f"{_first_message(reason)}); it is started again on the next call",
+            error_type=CONNECTION_ERROR,
+            attributes=attributes,
+        )
+
+    # -- changes -----------------------------------------------------------------------------
+
+    async def _on_message(self, message: Any) -> None:
+        notification = getattr(message, "root", message)
+        if isinstance(notification, mcp_types.ToolListChangedNotification):
+            asyncio.get_running_loop().create_task(self._refresh_quietly())
+
+    async def _watch_tools(self, client: Client) -> None:
+        """On a 2026-07-28 connection, listen for changes of the tool list."""
+        capabilities = client.server_capabilities
+        tools_cap = getattr(capabilities, "tools", None)
+        if tools_cap is None or not getattr(tools_cap, "list_changed", False):
+            return
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _ in subscription:
+                    await self._refresh_quietly()
+        except Exception as exc:  # an older protocol (notifications instead) or a dropped stream
+            logger.debug("no tools/list_changed subscription on %s: %s", self.name, exc)
+
+    async def _refresh_quietly(self) -> None:
+        try:
+            await self.refresh()
+        except Exception:
+            logger.warning("refreshing the tools of MCP server %r failed", self.name, exc_info=True)
+
+    def _transport_attributes(self) -> dict[str, Any]:
+        if self.url is None:
+            return {A.NETWORK_TRANSPORT: "pipe"}
+        parts = urlsplit(self.url)
+        attributes: dict[str, Any] = {A.NETWORK_TRANSPORT: "tcp"}
+        if parts.hostname:
+            attributes[A.SERVER_ADDRESS] = parts.hostname
+            attributes[A.SERVER_PORT] = parts.port or (443 if parts.scheme == "https" else 80)
+        return attributes
+
+
+def _first_message(exc: BaseException) -> str:
+    """The message of an exception, or of the first one inside an exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return str(exc) or type(exc).__name__
+
+
+@contextlib.asynccontextmanager
+async def mcp_tools(
+    registry: ToolRegistry, *servers: MCPServerTools
+) -> AsyncIterator[list[MCPServerTools]]:
+    """Connect to several servers and register their tools in ``registry``; close them after."""
+    async with contextlib.AsyncExitStack() as stack:
+        for server in servers:
+            await stack.enter_async_context(server)
+            server.register(registry)
+        yield list(servers)

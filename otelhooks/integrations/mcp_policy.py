@@ -1,0 +1,495 @@
+"""The policy file of ``otelhooks mcp proxy``: TOML in, hooks and upstreams out.
+
+::
+
+    [proxy]
+    timeout = 60                      # seconds per tools/call (default 180)
+
+    [[upstream]]                      # optional: or give one command after "--"
+    name = "git"
+    command = ["uvx", "mcp-server-git", "--repository", "."]
+
+    [tools]
+    deny = ["git_reset", "git_commit"]   # names or globs; allow = [...] makes it default-deny
+    timeouts = { git_log = 10 }
+
+    [[guard]]
+    kind = "path"                     # path | url_host | pattern
+    argument = "repo_path"
+    root = "."
+
+    [[limit]]
+    max_calls = 50
+    tools = ["git_log"]
+
+    [redaction]
+    enabled = true                    # the default; patterns = [{ kind = "...", regex = "..." }]
+
+    [[hook]]
+    import = "my_package.hooks:AuditHook"   # an object, or a class/factory called with args
+    args = { level = "info" }
+
+A file with an error is refused as a whole with :class:`PolicyError` naming the file, the line
+and the problem: an unknown key, a value of the wrong type, a regex that does not compile, a hook
+that cannot be imported. Nothing is ever half-loaded into an allow-all proxy.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import os
+import re
+import shlex
+import tomllib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from ..builtin import (
+    ArgumentPattern,
+    CallLimit,
+    PathGuard,
+    Redactor,
+    ToolAllowList,
+    ToolDenyList,
+    UrlHostGuard,
+)
+from ..hooks import FAIL_CLOSED, FAIL_OPEN
+
+FAILURE_POLICIES: Final = (FAIL_CLOSED, FAIL_OPEN)
+
+
+class PolicyError(ValueError):
+    """A policy file that cannot be used, with where and why: ``file:line: problem``."""
+
+    def __init__(self, path: str, line: int | None, problem: str) -> None:
+        self.path, self.line, self.problem = path, line, problem
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"{where}: {problem}")
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamConfig:
+    """One upstream server: a command line (stdio) or a URL (Streamable HTTP)."""
+
+    name: str
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    prefix: str | None = None
+    timeout: float | None = None
+    inherit_env: bool = True  # the proxy's environment, under ``env``; else the SDK's minimal one
+    mode: str = "auto"  # protocol negotiation: "auto", "legacy" or a version
+
+    def environment(self) -> dict[str, str] | None:
+        """The upstream process's environment: the proxy's own (a proxy stands in for the
+        server, so what the host gave the proxy is meant for it) under ``env``."""
+        if self.url is not None:
+            return None
+        if self.inherit_env:
+            return {**os.environ, **self.env}
+        return dict(self.env) or None
+
+
+@dataclass(frozen=True, slots=True)
+class HookSpec:
+    """A hook object to register, with the options ``Hooks.add`` takes."""
+
+    hook: Any
+    tools: tuple[str, ...] | None = None
+    timeout: float | None = None
+    before_failure: str | None = None
+    after_failure: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyPolicy:
+    """What a policy file says. :func:`load_policy` builds it; ``ProxyPolicy()`` is the default:
+    every tool allowed, redaction on, hooks failing closed before and open after."""
+
+    source: str = "(defaults)"
+    name: str = "otelhooks-proxy"
+    timeout: float | None = None
+    prefix: bool | None = None  # None: prefix tool names only when there are several upstreams
+    list_denied: bool = False
+    strict: bool = False
+    upstreams: tuple[UpstreamConfig, ...] = ()
+    allow: tuple[str, ...] | None = None
+    deny: tuple[str, ...] = ()
+    tool_timeouts: Mapping[str, float] = field(default_factory=dict)
+    hooks: tuple[HookSpec, ...] = ()
+    redaction: bool = True
+    redactor: Redactor = field(default_factory=Redactor)
+    before_failure: str = FAIL_CLOSED
+    after_failure: str = FAIL_OPEN
+
+    def hook_specs(self) -> list[HookSpec]:
+        """Every hook the policy asks for, in the order they run: deny, allow, then the guards,
+        limits and Python hooks in file order."""
+        specs: list[HookSpec] = []
+        if self.deny:
+            specs.append(HookSpec(ToolDenyList(self.deny)))
+        if self.allow is not None:
+            specs.append(HookSpec(ToolAllowList(self.allow)))
+        specs.extend(self.hooks)
+        return specs
+
+    def denies(self, tool: str) -> bool:
+        """Whether the allow/deny lists alone stop ``tool`` (hidden from ``tools/list``)."""
+        if any(fnmatch.fnmatchcase(tool, p) for p in self.deny):
+            return True
+        return self.allow is not None and not any(fnmatch.fnmatchcase(tool, p) for p in self.allow)
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+class _Reader:
+    """Typed access to one table of the file, with errors that point at the line."""
+
+    def __init__(self, loader: _Loader, table: Mapping[str, Any], where: tuple[str, int]) -> None:
+        self.loader, self.table, self.where = loader, table, where
+        self.seen: set[str] = set()
+
+    def fail(self, key: str | None, problem: str) -> PolicyError:
+        return self.loader.error(self.where, key, problem)
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+        self.seen.add(key)
+        if key not in self.table:
+            return default
+        value = self.table[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+        if not ok:
+            names = " or ".join(_TYPE_NAMES.get(k, k.__name__) for k in kinds)
+            raise self.fail(key, f"{key} must be {names}, not {_describe(value)}")
+        return value
+
+    def number(self, key: str, *, positive: bool = True) -> float | None:
+        value = self.get(key, (int, float))
+        if value is not None and positive and value <= 0:
+            raise self.fail(key, f"{key} must be greater than 0, not {value}")
+        return float(value) if value is not None else None
+
+    def strings(self, key: str, default: Any = None) -> tuple[str, ...] | None:
+        value = self.get(key, (list, str), default)
+        if value is None or value is default:
+            return value
+        items = [value] if isinstance(value, str) else value
+        for item in items:
+            if not isinstance(item, str):
+                raise self.fail(key, f"{key} must list strings, not {_describe(item)}")
+        return tuple(items)
+
+    def string_map(self, key: str) -> dict[str, str]:
+        value = self.get(key, dict, {})
+        out: dict[str, str] = {}
+        for k, v in value.items():
+            if not isinstance(v, str):
+                raise self.fail(key, f"{key}.{k} must be a string, not {_describe(v)}")
+            out[k] = os.path.expandvars(v)
+        return out
+
+    def failure(self, key: str) -> str | None:
+        value = self.get(key, str)
+        if value is not None and value not in FAILURE_POLICIES:
+            raise self.fail(
+                key, f"{key} must be one of {', '.join(FAILURE_POLICIES)}, not {value!r}"
+            )
+        return value  # type: ignore[no-any-return]
+
+    def done(self, label: str) -> None:
+        """Refuse keys nobody read: a typo must not be ignored."""
+        for key in self.table:
+            if key not in self.seen:
+                known = ", ".join(sorted(self.seen))
+                raise self.fail(key, f"unknown key {key!r} in {label} (known: {known})")
+
+
+_TYPE_NAMES: Final = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    list: "a list",
+    dict: "a table",
+}
+
+
+def _describe(value: Any) -> str:
+    return f"{_TYPE_NAMES.get(type(value), type(value).__name__)} ({value!r})"
+
+
+class _Loader:
+    def __init__(self, path: str, text: str) -> None:
+        self.path, self.lines = path, text.splitlines()
+
+    def error(self, where: tuple[str, int], key: str | None, problem: str) -> PolicyError:
+        return PolicyError(self.path, self.line_of(where, key), problem)
+
+    def line_of(self, where: tuple[str, int], key: str | None) -> int | None:
+        """The line of ``key`` in the ``index``-th ``[table]`` / ``[[table]]`` named ``where``
+        (the table's own line when the key is not found; None at the top level)."""
+        table, index = where
+        header = re.compile(r"^\s*\[\[?\s*" + re.escape(table) + r"\s*\]\]?\s*(#.*)?$")
+        any_header = re.compile(r"^\s*\[")
+        key_line = (
+            re.compile(r"^\s*(\"?)" + re.escape(key) + r"\1\s*=") if key is not None else None
+        )
+        seen, start = -1, None
+        for number, line in enumerate(self.lines, 1):
+            if table and header.match(line):
+                seen += 1
+                if seen == index:
+                    start = number
+                    if key_line is None:
+                        return number
+                    continue
+            if start is None and table:
+                continue
+            if start is not None and any_header.match(line) and number != start:
+                return start
+            if key_line is not None and key_line.match(line):
+                return number
+        return start
+
+
+def load_policy(path: str | os.PathLike[str]) -> ProxyPolicy:
+    """Read a policy file; raises :class:`PolicyError` (file, line, problem) when it is wrong."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(
+            source, None, f"cannot read the policy file: {exc.strerror or exc}"
+        ) from None
+    return parse_policy(text, source, base=Path(path).resolve().parent)
+
+
+def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = None) -> ProxyPolicy:
+    """Read policy TOML from ``text`` (``source`` names it in errors; relative paths in it are
+    relative to ``base``, default the working directory)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None)
+        message = getattr(exc, "msg", None) or re.sub(r" \(at line \d+.*\)$", "", str(exc))
+        raise PolicyError(source, line, f"not valid TOML: {message}") from None
+    loader = _Loader(source, text)
+    top = _Reader(loader, data, ("", 0))
+    base = base or Path.cwd()
+
+    proxy = _Reader(loader, top.get("proxy", dict, {}), ("proxy", 0))
+    name = proxy.get("name", str, "otelhooks-proxy")
+    timeout = proxy.number("timeout")
+    prefix = proxy.get("prefix", bool)
+    list_denied = proxy.get("list_denied", bool, False)
+    strict = proxy.get("strict", bool, False)
+    proxy.done("[proxy]")
+
+    upstreams = tuple(_upstreams(loader, top.get("upstream", list, []), base))
+
+    tools = _Reader(loader, top.get("tools", dict, {}), ("tools", 0))
+    allow = tools.strings("allow")
+    deny = tools.strings("deny", ()) or ()
+    timeouts: dict[str, float] = {}
+    for tool, value in tools.get("timeouts", dict, {}).items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            raise tools.fail("timeouts", f"timeouts.{tool} must be a number of seconds > 0")
+        timeouts[tool] = float(value)
+    tools.done("[tools]")
+
+    failure = _Reader(loader, top.get("failure", dict, {}), ("failure", 0))
+    before_failure = failure.failure("before") or FAIL_CLOSED
+    after_failure = failure.failure("after") or FAIL_OPEN
+    failure.done("[failure]")
+
+    hooks: list[HookSpec] = []
+    for index, table in enumerate(top.get("guard", list, [])):
+        hooks.append(
+            _guard(_Reader(loader, _table(loader, table, "guard", index), ("guard", index)), base)
+        )
+    for index, table in enumerate(top.get("limit", list, [])):
+        hooks.append(
+            _limit(_Reader(loader, _table(loader, table, "limit", index), ("limit", index)))
+        )
+    for index, table in enumerate(top.get("hook", list, [])):
+        hooks.append(
+            _python_hook(_Reader(loader, _table(loader, table, "hook", index), ("hook", index)))
+        )
+
+    red = _Reader(loader, top.get("redaction", dict, {}), ("redaction", 0))
+    redaction = red.get("enabled", bool, True)
+    redactor = Redactor() if redaction else Redactor.disabled()
+    for index, entry in enumerate(red.get("patterns", list, [])):
+        if not isinstance(entry, dict) or not isinstance(entry.get("regex"), str):
+            raise red.fail("patterns", f"patterns[{index}] must be a table with kind and regex")
+        try:
+            redactor.add_pattern(str(entry.get("kind", "custom")), entry["regex"])
+        except re.error as exc:
+            raise red.fail("patterns", f"patterns[{index}].regex does not compile: {exc}") from None
+    red.done("[redaction]")
+    top.done("the policy")
+
+    return ProxyPolicy(
+        source=source,
+        name=name,
+        timeout=timeout,
+        prefix=prefix,
+        list_denied=list_denied,
+        strict=strict,
+        upstreams=upstreams,
+        allow=allow,
+        deny=deny,
+        tool_timeouts=timeouts,
+        hooks=tuple(hooks),
+        redaction=redaction,
+        redactor=redactor,
+        before_failure=before_failure,
+        after_failure=after_failure,
+    )
+
+
+def _table(loader: _Loader, value: Any, name: str, index: int) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise loader.error((name, index), None, f"each {name} must be a [[{name}]] table")
+    return value
+
+
+def _upstreams(loader: _Loader, tables: list[Any], base: Path) -> Iterator[UpstreamConfig]:
+    names: set[str] = set()
+    for index, table in enumerate(tables):
+        r = _Reader(loader, _table(loader, table, "upstream", index), ("upstream", index))
+        name = r.get("name", str)
+        if not name:
+            raise r.fail(None, "an [[upstream]] needs a name")
+        if name in names:
+            raise r.fail("name", f"two upstreams are named {name!r}")
+        names.add(name)
+        command = r.get("command", (list, str))
+        url = r.get("url", str)
+        if (command is None) == (url is None):
+            raise r.fail(None, f"upstream {name!r} needs exactly one of command or url")
+        if isinstance(command, str):
+            command = shlex.split(command)
+        if command is not None and (not command or not all(isinstance(c, str) for c in command)):
+            raise r.fail(
+                "command", f"upstream {name!r}: command must be a non-empty list of strings"
+            )
+        cwd = r.get("cwd", str)
+        config = UpstreamConfig(
+            name=name,
+            command=tuple(command or ()),
+            url=url,
+            env=r.string_map("env"),
+            cwd=str(base / cwd) if cwd else None,
+            headers=r.string_map("headers"),
+            prefix=r.get("prefix", str),
+            timeout=r.number("timeout"),
+            inherit_env=r.get("inherit_env", bool, True),
+            mode=r.get("mode", str, "auto"),
+        )
+        r.done("[[upstream]]")
+        yield config
+
+
+def _guard(r: _Reader, base: Path) -> HookSpec:
+    kind = r.get("kind", str)
+    argument = r.get("argument", str)
+    tools = r.strings("tools")
+    if not argument:
+        raise r.fail(None, "a [[guard]] needs the argument it checks")
+    hook: Any
+    if kind == "path":
+        root = r.get("root", str)
+        if not root:
+            raise r.fail(None, "a path guard needs a root")
+        hook = PathGuard(argument, str(base / os.path.expanduser(root)), tools=tools)
+    elif kind == "url_host":
+        hosts = r.strings("hosts")
+        if not hosts:
+            raise r.fail(None, "a url_host guard needs hosts")
+        hook = UrlHostGuard(argument, hosts, tools=tools)
+    elif kind == "pattern":
+        regex = r.get("regex", str)
+        if regex is None:
+            raise r.fail(None, "a pattern guard needs a regex")
+        try:
+            hook = ArgumentPattern(
+                argument, regex, description=r.get("description", str), tools=tools
+            )
+        except re.error as exc:
+            raise r.fail("regex", f"regex does not compile: {exc}") from None
+    else:
+        raise r.fail("kind", f"guard kind must be path, url_host or pattern, not {kind!r}")
+    r.done(f"a {kind} [[guard]]")
+    return HookSpec(hook, tools=tools)
+
+
+def _limit(r: _Reader) -> HookSpec:
+    max_calls = r.get("max_calls", int)
+    if max_calls is None or max_calls < 0:
+        raise r.fail("max_calls", "a [[limit]] needs max_calls, an integer >= 0")
+    tools = r.strings("tools")
+    hook = CallLimit(max_calls, tools=tools, shared=r.get("shared", bool, False))
+    r.done("[[limit]]")
+    return HookSpec(hook, tools=tools)
+
+
+def _python_hook(r: _Reader) -> HookSpec:
+    target = r.get("import", str)
+    if not target or ":" not in target:
+        raise r.fail("import", 'a [[hook]] needs import = "package.module:name"')
+    args = r.get("args", dict, None)
+    tools = r.strings("tools")
+    timeout = r.number("timeout")
+    before_failure = r.failure("before_failure")
+    after_failure = r.failure("after_failure")
+    r.done("[[hook]]")
+    module_name, _, attr = target.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as exc:  # an import error of any kind: the file names the hook
+        raise r.fail(
+            "import", f"cannot import hook {target!r}: {type(exc).__name__}: {exc}"
+        ) from None
+    if isinstance(obj, type) or (args is not None and callable(obj)):
+        try:
+            obj = obj(**(args or {}))
+        except Exception as exc:
+            raise r.fail(
+                "args", f"cannot create hook {target!r}: {type(exc).__name__}: {exc}"
+            ) from None
+    elif args is not None:
+        raise r.fail("args", f"hook {target!r} is an object, not a class: it takes no args")
+    if not any(
+        callable(getattr(obj, m, None))
+        for m in ("before_tool_call", "after_tool_call", "on_tool_call_end")
+    ):
+        raise r.fail(
+            "import",
+            f"hook {target!r} has no before_tool_call, after_tool_call or on_tool_call_end",
+        )
+    return HookSpec(obj, tools, timeout, before_failure, after_failure)
+
+
+def upstream_from_command(command: Sequence[str], name: str | None = None) -> UpstreamConfig:
+    """An upstream given on the command line (after ``--``): named after its program."""
+    if not command:
+        raise ValueError("the upstream command line is empty")
+    program = Path(command[0]).name
+    if program in ("uvx", "npx", "pipx", "bunx") and len(command) > 1:
+        program = next((c for c in command[1:] if not c.startswith("-")), program)
+    return UpstreamConfig(
+        name=name or _NAME.sub("_", program).strip("_") or "upstream", command=tuple(command)
+    )
+
+
+_NAME: Final = re.compile(r"[^A-Za-z0-9_-]+")
