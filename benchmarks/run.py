@@ -939,6 +939,39 @@ def bench_peers(quick: bool) -> None:
     RESULTS["peers"] = results
 
 
+def bench_mcp(quick: bool) -> None:
+    print("\n12. MCP: the proxy and the client adapter per tools/call on mcp-server-time")
+    args = [sys.executable, "-m", "benchmarks.mcp_bench"] + (["--quick"] if quick else [])
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        row("12", "mcp benchmark", "failed", done.stderr.strip().splitlines()[-1][:80])
+        RESULTS["mcp"] = {"error": done.stderr[-2000:]}
+        return
+    results: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    proxy, adapter = results["proxy"], results["adapter"]
+    row("12", "official client -> mcp-server-time (direct)", f"{proxy['direct_us']:.0f} µs/call")
+    row(
+        "12", "official client -> otelhooks mcp proxy -> server", f"{proxy['proxy_us']:.0f} µs/call"
+    )
+    ratio = proxy["proxy_over_direct"]
+    verdict = "✓" if ratio <= 1.10 else "missed"
+    row("12", "proxy / direct", f"{ratio:.2f}×", f"target ≤ 1.10× {verdict}")
+    row("12", "mcp.Client.call_tool", f"{adapter['client_us']:.0f} µs/call")
+    row(
+        "12",
+        "MCPServerTools tool, tracing off (added)",
+        f"{adapter['adapter_added_us']:.0f} µs/call",
+        f"{adapter['adapter_over_client']:.2f}× the client",
+    )
+    row(
+        "12",
+        "... with spans and redaction (added)",
+        f"{adapter['boundary_added_us']:.0f} µs/call",
+        f"{adapter['boundary_over_client']:.2f}× the client",
+    )
+    RESULTS["mcp"] = results
+
+
 SECTIONS: dict[str, Callable[[bool], None]] = {
     "overhead": bench_overhead,
     "tracing_off": bench_tracing_off,
@@ -951,6 +984,7 @@ SECTIONS: dict[str, Callable[[bool], None]] = {
     "shutdown": bench_shutdown,
     "startup": bench_startup,
     "peers": bench_peers,
+    "mcp": bench_mcp,
 }
 
 

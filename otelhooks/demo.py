@@ -4,6 +4,8 @@ Cases: ``allowed`` (echo of ``hi``; the after-hook rewrites it to ``checked: hi`
 (the ``dangerous`` tool is blocked by a before-hook; its handler never runs), ``parallel``
 (three tool calls run concurrently), ``redaction`` (a tool returns an environment listing with a
 fake API key; the model, the log and the spans see it redacted). ``all`` runs them in turn.
+``mcp`` (not part of ``all``: it needs the ``mcp`` extra) runs the tools of the real
+``mcp-server-time`` through the same boundary.
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ def demo_agent(
     redactor: Redactor,
     tracer_provider: TracerProvider | None,
     logger: Any = None,
+    tools: ToolRegistry | None = None,
 ) -> Agent:
     hooks = Hooks()
     hooks.add(RedactionHook(redactor))  # first: every later after-hook sees redacted results
@@ -131,7 +134,7 @@ def demo_agent(
     )
     agent = Agent(
         provider,
-        tools=demo_tools(),
+        tools=tools if tools is not None else demo_tools(),
         hooks=hooks,
         model="scripted",
         name=f"demo-{case.name}",
@@ -150,15 +153,23 @@ async def run_cases(
     after_case: Callable[[str], None] | None = None,
     logger: Any = None,
 ) -> dict[str, RunResult]:
-    """Run the named cases one after the other; return each one's final message."""
+    """Run the named cases one after the other; return each one's final message. The ``mcp``
+    case needs ``otelhooks[mcp]`` and ``mcp-server-time`` (see :mod:`otelhooks.demo_mcp`)."""
     finals: dict[str, RunResult] = {}
     for name in names:
-        case = DEMO_CASES[name]
         transcript.note(f"otelhooks demo: {name}", case=name)
-        agent = demo_agent(
-            case, transcript, redactor=redactor, tracer_provider=tracer_provider, logger=logger
-        )
-        finals[name] = await agent.run(case.prompt)
+        if name == "mcp":
+            from .demo_mcp import run_mcp_case
+
+            finals[name] = await run_mcp_case(
+                transcript, redactor=redactor, tracer_provider=tracer_provider, logger=logger
+            )
+        else:
+            case = DEMO_CASES[name]
+            agent = demo_agent(
+                case, transcript, redactor=redactor, tracer_provider=tracer_provider, logger=logger
+            )
+            finals[name] = await agent.run(case.prompt)
         if after_case is not None:
             after_case(name)
     return finals

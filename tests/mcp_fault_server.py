@@ -18,6 +18,7 @@ from typing import Any
 import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 RECORD = os.environ.get("FAULT_SERVER_RECORD")
@@ -90,6 +91,13 @@ async def slow_progress(steps: int = 3, ctx: Context | None = None) -> str:
         await ctx.report_progress(step, steps, f"step {step}")
         await asyncio.sleep(0.01)
     return f"done after {steps} steps"
+
+
+@server.tool()
+def protocol_error(code: int = -32602) -> str:
+    """Answer with a JSON-RPC error instead of a result."""
+    record("tool", name="protocol_error")
+    raise MCPError(code=code, message="the server refused this request")
 
 
 @server.tool()
@@ -183,7 +191,6 @@ if os.environ.get("FAULT_SERVER_MANY_TOOLS"):
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--http":
-        server.settings.port = int(sys.argv[2])  # type: ignore[attr-defined]
-        server.run("streamable-http")
+        server.run("streamable-http", port=int(sys.argv[2]))
     else:
         server.run("stdio")

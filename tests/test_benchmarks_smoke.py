@@ -18,7 +18,7 @@ def test_benchmark_script_runs_and_writes_json(tmp_path: Path) -> None:
             str(ROOT / "benchmarks" / "run.py"),
             "--quick",
             "--only",
-            "overhead,tracing_off,util_genai,redactor,burst,startup",
+            "overhead,tracing_off,util_genai,redactor,burst,startup,mcp",
             "--out",
             str(out),
         ],
@@ -38,6 +38,8 @@ def test_benchmark_script_runs_and_writes_json(tmp_path: Path) -> None:
     assert all(r > 0 for r in results["overhead"]["ratios"].values())
     assert set(results["tracing_off"]) == {"no-op API", "sampler off"}
     assert results["redactor"]["json_api_100kb otelhooks"] > 0
+    assert results["mcp"]["proxy"]["proxy_over_direct"] > 0, results["mcp"]
+    assert results["mcp"]["adapter"]["client_us"] > 0
     assert results["burst"]["otelhooks-defaults"]["dropped"] == 0  # a count, not a timing
     assert results["startup"]["import added ms"] > 0
     assert "readme / minimal floor" in done.stdout

@@ -106,3 +106,40 @@ def test_bad_arguments_exit_with_usage_error() -> None:
     done = demo("--case", "nope")
     assert done.returncode == 2
     assert "invalid choice" in done.stderr
+
+
+def test_mcp_case_runs_the_time_servers_tools_through_the_boundary() -> None:
+    done = demo("--case", "mcp", "--exporter", "none", "--json", "--no-tree")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    ends = [e["result"] for e in events if e.get("type") == "tool_execution_end"]
+    results = sorted(ends, key=lambda r: r["tool_call_id"])
+    assert [r["tool_name"] for r in results] == ["time_get_current_time", "time_convert_time"]
+    assert not any(r["is_error"] for r in results)
+    converted = json.loads(results[1]["content"].removeprefix("checked: "))
+    assert converted["source"]["timezone"] == "Europe/London"
+    assert converted["target"]["datetime"].endswith(("-05:00", "-04:00"))
+    tokyo = json.loads(results[0]["content"].removeprefix("checked: "))
+    assert tokyo["timezone"] == "Asia/Tokyo" and tokyo["datetime"].endswith("+09:00")
+
+
+def test_mcp_case_without_the_server_says_what_to_install() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.modules['mcp_server_time'] = None\n"
+            "import importlib.util\n"
+            "importlib.util.find_spec = lambda name, *a: None\n"
+            "from otelhooks.cli import main\n"
+            "sys.exit(main(['demo', '--case', 'mcp', '--exporter', 'none']))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "otelhooks demo: mcp-server-time is not installed; "
+        "install it with: pip install mcp-server-time"
+    )

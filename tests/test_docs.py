@@ -9,6 +9,7 @@ interpreter, in an empty directory, with no ``OTEL_*`` variable set.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -79,3 +80,21 @@ def test_block_runs_as_written(block: Block, tmp_path: Path) -> None:
         env=env,
     )
     assert done.returncode == 0, f"{block.id} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+
+POLICY = re.compile(r"<!-- policy -->\n```toml\n(.*?)^```", re.MULTILINE | re.DOTALL)
+JSON_BLOCK = re.compile(r"^```json\n(.*?)^```", re.MULTILINE | re.DOTALL)
+
+
+def test_policy_examples_load_and_host_configs_are_json() -> None:
+    from otelhooks.integrations.mcp_policy import parse_policy
+
+    policies = [m.group(1) for path in doc_files() for m in POLICY.finditer(path.read_text())]
+    assert policies, "the README shows a policy file"
+    for text in policies:
+        policy = parse_policy(text, "README policy")
+        assert policy.upstreams and policy.hook_specs()
+    configs = [m.group(1) for path in doc_files() for m in JSON_BLOCK.finditer(path.read_text())]
+    assert len(configs) >= 2
+    for text in configs:
+        json.loads(text)

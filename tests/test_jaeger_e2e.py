@@ -17,6 +17,7 @@ import pytest
 from otelhooks.demo import BLOCK_REASON, FAKE_API_KEY
 
 from .jaeger_support import (
+    _pinned_version,
     CONFIG_DIR,
     Collector,
     children,
@@ -152,7 +153,7 @@ def test_every_config_is_valid_for_the_real_binary(tmp_path: Path) -> None:
 
 def test_compose_file_pins_images_and_mounts_the_configs() -> None:
     text = (CONFIG_DIR / "docker-compose.yaml").read_text()
-    assert "jaegertracing/jaeger:2.13.0" in text
+    assert f"jaegertracing/jaeger:{_pinned_version().lstrip('v')}" in text
     assert "otel/opentelemetry-collector-contrib:0.140.1" in text
     assert "./jaeger.yaml:" in text and "./gateway.yaml:" in text
 
@@ -187,7 +188,7 @@ def _send_error_span_with_secret_attributes(endpoint: str, service: str) -> None
     code = f"""
 from opentelemetry.trace import Status, StatusCode
 from otelhooks.tracing import setup_tracing
-setup = setup_tracing("otlp", service_name="x", otlp_endpoint={endpoint!r}, batch=False)
+setup = setup_tracing("otlp", otlp_endpoint={endpoint!r}, batch=False)  # OTEL_SERVICE_NAME
 tracer = setup.provider.get_tracer("leak-test")
 with tracer.start_as_current_span("leaky") as span:
     span.set_attributes({{"session_id": "s-123", "db.password": "pw",

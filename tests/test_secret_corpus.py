@@ -50,6 +50,7 @@ def test_true_positive_is_removed_whole(case: Case) -> None:
     assert case.secret not in out
     assert leftover(case.secret, out) is None, out
     assert out.startswith("tool output: ") and out.endswith("\n(end of output)")
+    assert REDACTOR.redact_text(out + " ") == (out + " ", [])  # redacting again changes nothing
 
 
 @pytest.mark.parametrize("case", TOKEN_CASES, ids=lambda c: c.kind)
@@ -66,6 +67,7 @@ def test_value_under_a_credential_name_is_removed(key: str, value: str, syntax: 
     out, kinds = REDACTOR.redact_text(text)
     assert kinds, out
     assert value not in out and leftover(value, out) is None, out
+    assert REDACTOR.redact_text(out + "\n") == (out + "\n", [])  # idempotent
 
 
 @pytest.mark.parametrize("text", ORDINARY)

@@ -566,8 +566,22 @@ class Redactor:
         return out if out is not None else value
 
 
+_PLACED: Final = re.compile(r"\[REDACTED:[A-Za-z0-9_.-]{1,64}\]")
+
+
+def _outside_placeholders(text: str, spans: list[Span]) -> list[Span]:
+    """The spans that do not touch a replacement already in ``text``: redacting a redacted
+    text changes nothing."""
+    placed = [m.span() for m in _PLACED.finditer(text)]
+    return [s for s in spans if not any(s[0] < end and start < s[1] for start, end in placed)]
+
+
 def _replace(text: str, spans: list[Span]) -> tuple[str, list[str]]:
     """``text`` with the (possibly overlapping) spans replaced; the kinds replaced."""
+    if "[REDACTED:" in text:
+        spans = _outside_placeholders(text, spans)
+        if not spans:
+            return text, []
     spans.sort(key=lambda s: (s[0], -s[1]))
     pieces: list[str] = []
     kinds: list[str] = []

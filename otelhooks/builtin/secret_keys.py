@@ -486,6 +486,9 @@ _BLOCK: Final = re.compile(r"[|>][-+]?[ \t]*\r?\n")
 _XML_VALUE: Final = re.compile(r"\s*([^<]*?)\s*</")
 
 
+PLACEHOLDER: Final = "[REDACTED:"  # how every replacement starts (redaction.redacted)
+
+
 def key_value_spans(text: str, positions: list[int]) -> Iterator[Span]:
     """Value spans under credential names; ``positions`` are where a key word occurs."""
     seen_keys: set[int] = set()
@@ -514,6 +517,8 @@ def key_value_spans(text: str, positions: list[int]) -> Iterator[Span]:
         if span is None:
             continue
         vstart, vend, code, loose = span
+        if text.startswith(PLACEHOLDER, vstart):
+            continue  # already redacted: redacting twice changes nothing
         value = text[vstart:vend]
         tier = found[0]
         if loose and not looks_random(value.strip()):  # CSV cell or call argument: be sure

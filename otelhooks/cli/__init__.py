@@ -23,6 +23,9 @@ EXTRAS = {
     "anthropic": "anthropic",
 }
 
+# Programs a command runs that no extra brings (the demo's MCP case runs mcp-server-time).
+PACKAGES = {"mcp_server_time": "mcp-server-time"}
+
 
 def missing_extra(exc: ModuleNotFoundError) -> tuple[str, str] | None:
     """The package and the extra that provides the module an ImportError names, if it is one
@@ -52,12 +55,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(module.run(args))
     except ModuleNotFoundError as exc:
         missing = missing_extra(exc)
-        if missing is None:
+        if missing is not None:
+            package, extra = missing
+            advice = f"pip install 'otelhooks[{extra}]'"
+        elif exc.name in PACKAGES:
+            package = advice = PACKAGES[exc.name]
+            advice = f"pip install {package}"
+        else:
             raise
-        package, extra = missing
         print(
-            f"otelhooks {args.command}: {package} is not installed; "
-            f"install it with: pip install 'otelhooks[{extra}]'",
+            f"otelhooks {args.command}: {package} is not installed; install it with: {advice}",
             file=sys.stderr,
         )
         return 2

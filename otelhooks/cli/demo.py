@@ -13,7 +13,7 @@ import logging
 import sys
 from typing import Any, TextIO
 
-CASE_CHOICES = ("allowed", "blocked", "parallel", "redaction", "all")
+CASE_CHOICES = ("allowed", "blocked", "parallel", "redaction", "mcp", "all")
 DEMO_SERVICE_NAME = "otelhooks-demo"
 
 

@@ -412,6 +412,8 @@ class MCPServerTools:
             if not cursor:
                 break
         old = self._tools
+        if old and [t.listing for t in old.values()] == listed:
+            return  # the same tools (a change announced twice, or undone)
         self._tools = {}
         for listing in listed:
             registered = tool_name(listing.name, self.prefix)

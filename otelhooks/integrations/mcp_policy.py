@@ -277,8 +277,12 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        message = getattr(exc, "msg", None) or re.sub(r" \(at line \d+.*\)$", "", str(exc))
+        # Python 3.11's error has the position only in its text: "... (at line 3, column 7)"
+        found = re.search(r"\(at line (\d+), column (\d+)\)$", str(exc))
+        message = re.sub(r" \(at (line \d+, column \d+|end of document)\)$", "", str(exc))
+        if found:
+            message += f" (column {found.group(2)})"
+        line = int(found.group(1)) if found else None
         raise PolicyError(source, line, f"not valid TOML: {message}") from None
     loader = _Loader(source, text)
     top = _Reader(loader, data, ("", 0))

@@ -1,0 +1,92 @@
+"""Where the MCP servers the tests drive live, and how to read what the fault server recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+FAULT_SERVER = HERE / "mcp_fault_server.py"
+BIN = Path(sys.executable).parent
+
+
+def fault_command() -> list[str]:
+    return [sys.executable, str(FAULT_SERVER)]
+
+
+def installed(program: str) -> str:
+    """The console script of a server package the test set-up installs (``mcp-server-time``)."""
+    path = BIN / program
+    if not path.exists():
+        pytest.fail(f"{program} is not installed: scripts/test.sh installs it with '.[dev]'")
+    return str(path)
+
+
+def time_command() -> list[str]:
+    return [installed("mcp-server-time"), "--local-timezone", "UTC"]
+
+
+def git_repository(path: Path) -> Path:
+    """A small git repository with two commits."""
+    if shutil.which("git") is None:
+        pytest.fail("git is needed by mcp-server-git")
+    path.mkdir(parents=True, exist_ok=True)
+    env = {
+        "GIT_AUTHOR_NAME": "Test",
+        "GIT_AUTHOR_EMAIL": "test@example.com",
+        "GIT_COMMITTER_NAME": "Test",
+        "GIT_COMMITTER_EMAIL": "test@example.com",
+        "HOME": str(path),
+        "PATH": "/usr/bin:/bin:/usr/local/bin",
+    }
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=path, env=env, check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    (path / "README.md").write_text("hello\n")
+    git("add", "README.md")
+    git("commit", "-q", "-m", "first commit")
+    (path / "notes.txt").write_text("notes\n")
+    git("add", "notes.txt")
+    git("commit", "-q", "-m", "second commit")
+    return path
+
+
+def git_command(repository: Path) -> list[str]:
+    return [installed("mcp-server-git"), "--repository", str(repository)]
+
+
+def records(path: Path, event: str | None = None, **fields: Any) -> list[dict[str, Any]]:
+    """What the fault server recorded (``event`` and field values to match)."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        entry = json.loads(line)
+        if event is not None and entry.get("event") != event:
+            continue
+        if all(entry.get(k) == v for k, v in fields.items()):
+            out.append(entry)
+    return out
+
+
+async def wait_for_record(
+    path: Path, event: str, timeout: float = 10.0, **fields: Any
+) -> dict[str, Any]:
+    """The first matching record, waiting (without blocking the event loop) for it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = records(path, event, **fields)
+        if found:
+            return found[0]
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the fault server recorded no {event} {fields}: {records(path)}")

@@ -1,0 +1,152 @@
+"""Host -> ``otelhooks mcp proxy`` -> mcp-server-time as one trace in a real Jaeger.
+
+The host is this test (its own tracer provider, exporting to Jaeger); the proxy is the CLI as a
+host launches it; the server is mcp-server-time from PyPI run under ``opentelemetry-instrument``,
+so its spans come from the ``mcp`` SDK's own server instrumentation, which reads the trace
+context the proxy put in ``params._meta``. The three services' spans are read back through
+Jaeger's query API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+from opentelemetry import propagate
+
+from otelhooks.tracing import setup_tracing
+
+from .jaeger_support import (
+    CONFIG_DIR,
+    Collector,
+    http_get,
+    parent_id,
+    require_jaeger,
+    run_collector,
+    tags,
+)
+from .mcp_support import time_command
+
+pytestmark = pytest.mark.jaeger
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def jaeger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
+    binary = require_jaeger()
+    with run_collector(binary, CONFIG_DIR / "jaeger.yaml", tmp_path_factory.mktemp("jaeger")) as c:
+        yield c
+
+
+def wait_for_trace(
+    jaeger: Collector, trace_id: str, services: set[str], timeout: float = 60
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    trace: dict[str, Any] = {}
+    seen: set[str] = set()
+    while time.monotonic() < deadline:
+        try:
+            body = json.loads(http_get(f"{jaeger.query}/api/traces/{trace_id}"))
+            trace = (body.get("data") or [{}])[0]
+        except OSError:
+            trace = {}
+        seen = {p["serviceName"] for p in trace.get("processes", {}).values()}
+        if services <= seen:
+            return trace
+        time.sleep(0.25)
+    raise AssertionError(f"trace {trace_id} has services {seen}, expected {services}")
+
+
+async def test_host_proxy_and_server_spans_are_one_trace_in_jaeger(
+    jaeger: Collector, tmp_path: Path
+) -> None:
+    instrument = Path(sys.executable).parent / "opentelemetry-instrument"
+    assert instrument.exists(), "opentelemetry-distro is part of the dev extra"
+    run = uuid.uuid4().hex[:8]
+    host_service, proxy_service, server_service = (
+        f"mcp-host-{run}",
+        f"mcp-proxy-{run}",
+        f"mcp-time-{run}",
+    )
+    policy = tmp_path / "policy.toml"
+    policy.write_text(
+        f"""
+[[upstream]]
+name = "time"
+command = {json.dumps([str(instrument), *time_command()])}
+env = {{ OTEL_SERVICE_NAME = "{server_service}" }}
+"""
+    )
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "OTEL_SERVICE_NAME": proxy_service,
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": jaeger.otlp_http,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+    }
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "otelhooks", "mcp", "proxy", "--policy", str(policy)],
+        env=env,
+        cwd=str(ROOT),
+    )
+    host = setup_tracing(
+        "otlp", otlp_endpoint=jaeger.otlp_http, service_name=host_service, use_global=False
+    )
+    try:
+        async with Client(params) as client:
+            with host.provider.get_tracer("host").start_as_current_span("host turn") as turn:
+                meta: dict[str, Any] = {}
+                propagate.inject(meta)
+                result = await client.call_tool(
+                    "get_current_time",
+                    {"timezone": "America/New_York"},
+                    meta=meta,  # type: ignore[arg-type]
+                )
+    finally:
+        host.shutdown()
+    assert not result.is_error
+    trace_id = format(turn.get_span_context().trace_id, "032x")
+
+    trace = wait_for_trace(jaeger, trace_id, {host_service, proxy_service, server_service})
+    service_of = {pid: p["serviceName"] for pid, p in trace["processes"].items()}
+    by_id = {s["spanID"]: s for s in trace["spans"]}
+
+    def only(name: str, service: str) -> dict[str, Any]:
+        found = [
+            s
+            for s in trace["spans"]
+            if s["operationName"] == name and service_of[s["processID"]] == service
+        ]
+        assert len(found) == 1, (name, service, [s["operationName"] for s in trace["spans"]])
+        return found[0]
+
+    def ancestors(span: dict[str, Any]) -> list[str]:
+        names = []
+        while (parent := parent_id(span)) is not None and parent in by_id:
+            span = by_id[parent]
+            names.append(f"{service_of[span['processID']]}:{span['operationName']}")
+        return names
+
+    root = only("host turn", host_service)
+    execute = only("execute_tool get_current_time", proxy_service)
+    server = only("tools/call get_current_time", server_service)
+    assert tags(execute)["mcp.method.name"] == "tools/call"
+    assert tags(execute)["network.transport"] == "pipe"
+    assert tags(server)["span.kind"] == "server"
+    chain = ancestors(server)
+    assert chain[:2] == [f"{proxy_service}:run", f"{proxy_service}:execute_tool get_current_time"]
+    assert chain[-1] == f"{host_service}:host turn"
+    assert f"{proxy_service}:tools/call get_current_time" in chain  # the proxy's MCP server span
+    assert parent_id(root) is None
