@@ -17,9 +17,9 @@ import pytest
 from otelhooks.demo import BLOCK_REASON, FAKE_API_KEY
 
 from .jaeger_support import (
-    _pinned_version,
     CONFIG_DIR,
     Collector,
+    _pinned_version,
     children,
     event_names,
     parent_id,
