@@ -382,8 +382,9 @@ async def test_two_servers_through_one_registry(
     assert not servers[0].connected and not servers[1].connected
 
 
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_streamable_http_server_gets_server_address_and_port(
-    record: Path, otelhooks_tracing: InMemoryTracing
+    record: Path, otelhooks_tracing: InMemoryTracing, mode: str
 ) -> None:
     (port,) = free_ports(1)
     process = subprocess.Popen(
@@ -394,7 +395,7 @@ async def test_streamable_http_server_gets_server_address_and_port(
     )
     try:
         url = f"http://127.0.0.1:{port}/mcp"
-        server = MCPServerTools(url, prefix="web", headers={"X-Test": "1"})
+        server = MCPServerTools(url, prefix="web", headers={"X-Test": "1"}, mode=mode)
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -418,3 +419,8 @@ async def test_streamable_http_server_gets_server_address_and_port(
     assert attrs["server.address"] == "127.0.0.1"
     assert attrs["server.port"] == port
     assert records(record, "tool", name="echo", text="over http")
+    if mode == "legacy":  # sessions belong to the handshake era; 2026-07-28 has none
+        assert len(attrs["mcp.session.id"]) >= 16
+        assert attrs["mcp.protocol.version"] == "2025-11-25"
+    else:
+        assert "mcp.session.id" not in attrs
