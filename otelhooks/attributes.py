@@ -71,6 +71,7 @@ SPAN_BEFORE: Final = "before"
 SPAN_RUN: Final = "run"
 SPAN_AFTER: Final = "after"
 UNKNOWN_TOOL_SPAN_NAME: Final = "execute_tool unknown"
+UNKNOWN_TOOL: Final = "unknown"  # the tool of a call naming none that is registered (metrics)
 
 # otelhooks' own attributes.
 DECISION: Final = "otelhooks.decision"  # allow | block | skip

@@ -124,6 +124,7 @@ def demo_agent(
     tracer_provider: TracerProvider | None,
     logger: Any = None,
     tools: ToolRegistry | None = None,
+    meter_provider: Any = None,
 ) -> Agent:
     hooks = Hooks()
     hooks.add(RedactionHook(redactor))  # first: every later after-hook sees redacted results
@@ -139,6 +140,7 @@ def demo_agent(
         model="scripted",
         name=f"demo-{case.name}",
         tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
     )
     agent.subscribe(transcript)
     return agent
@@ -152,6 +154,7 @@ async def run_cases(
     tracer_provider: TracerProvider | None,
     after_case: Callable[[str], None] | None = None,
     logger: Any = None,
+    meter_provider: Any = None,
 ) -> dict[str, RunResult]:
     """Run the named cases one after the other; return each one's final message. The ``mcp``
     case needs ``otelhooks[mcp]`` and ``mcp-server-time`` (see :mod:`otelhooks.demo_mcp`)."""
@@ -162,12 +165,21 @@ async def run_cases(
             from .demo_mcp import run_mcp_case
 
             finals[name] = await run_mcp_case(
-                transcript, redactor=redactor, tracer_provider=tracer_provider, logger=logger
+                transcript,
+                redactor=redactor,
+                tracer_provider=tracer_provider,
+                logger=logger,
+                meter_provider=meter_provider,
             )
         else:
             case = DEMO_CASES[name]
             agent = demo_agent(
-                case, transcript, redactor=redactor, tracer_provider=tracer_provider, logger=logger
+                case,
+                transcript,
+                redactor=redactor,
+                tracer_provider=tracer_provider,
+                logger=logger,
+                meter_provider=meter_provider,
             )
             finals[name] = await agent.run(case.prompt)
         if after_case is not None:

@@ -58,6 +58,7 @@ async def run_mcp_case(
     redactor: Redactor,
     tracer_provider: TracerProvider | None,
     logger: Any = None,
+    meter_provider: Any = None,
 ) -> RunResult:
     """Start ``mcp-server-time``, register its tools as ``time_*`` and run the case."""
     async with MCPServerTools(time_server_command(), prefix="time") as server:
@@ -70,5 +71,6 @@ async def run_mcp_case(
             tracer_provider=tracer_provider,
             logger=logger,
             tools=registry,
+            meter_provider=meter_provider,
         )
         return await agent.run(MCP_CASE.prompt)

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import metrics, trace
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import (
     Link,
     NoOpTracer,
@@ -56,6 +57,7 @@ from .hooks import (
     run_before_chain,
 )
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult
+from .metrics import Instruments
 from .tools import InvalidArguments, Tool, ToolOutput, ToolRegistry, decode_arguments
 from .version import __version__
 
@@ -109,6 +111,12 @@ def _as_result(call: ToolCall, value: Any) -> ToolResult:
     if value is None:
         return ToolResult(call.id, name, "")
     return ToolResult(call.id, name, to_json_text(value), value)
+
+
+def _live_meter_provider() -> bool:
+    """Whether a meter provider that records was set globally."""
+    provider = metrics.get_meter_provider()
+    return type(provider).__name__ not in ("_ProxyMeterProvider", "NoOpMeterProvider")
 
 
 def _error_text(exc: BaseException) -> str:
@@ -166,6 +174,8 @@ class ToolExecutor:
         capture_content: bool | str | Capture | None = None,
         max_content_length: int = 4096,
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+        meter_provider: MeterProvider | None = None,
+        instruments: Instruments | None = None,
     ) -> None:
         self.registry = registry
         self.hooks = hooks if hooks is not None else Hooks()
@@ -177,6 +187,8 @@ class ToolExecutor:
         self.max_content_length = max_content_length
         self.tool_timeout = tool_timeout
         self._attr_cache: dict[str, tuple[Tool, str, dict[str, Any]]] = {}
+        self._instruments = instruments or Instruments(meter_provider)
+        self._metrics_live = meter_provider is not None or _live_meter_provider()
 
     # -- public entry points ------------------------------------------------------------------
 
@@ -300,7 +312,10 @@ class ToolExecutor:
         return result
 
     def _tracing_off(self) -> bool:
-        """Whether this executor's tracer is the API's no-op one (no SDK, or SDK disabled)."""
+        """Whether this executor's tracer is the API's no-op one (no SDK, or SDK disabled), and
+        no meter provider was set when it was made: then nothing would record a call."""
+        if self._metrics_live:
+            return False
         tracer = self.tracer
         if type(tracer) is NoOpTracer:
             return True
@@ -737,6 +752,8 @@ class ToolExecutor:
         if p.hooks.observers:
             self._notify(p, result)
         span.end()
+        tool = p.tool.name if p.tool is not None else A.UNKNOWN_TOOL
+        self._instruments.record_tool(tool, p.decision, p.error_type, time.perf_counter() - p.start)
 
     def _outcome_attributes(self, p: PreparedCall, result: ToolResult) -> dict[str, Any]:
         """Everything the call's span learns at its end, set in one go."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -20,11 +21,12 @@ from typing import Any, Literal
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TracerProvider
 
 from . import attributes as A
 from .cancel import CancelSignal
-from .content import Capture, capture_from_env, parse_capture
+from .content import Capture, cap_text, capture_from_env, parse_capture
 from .events import (
     AgentEnd,
     AgentEvent,
@@ -41,6 +43,14 @@ from .events import (
     TurnStart,
 )
 from .execute import DEFAULT_TOOL_TIMEOUT, PreparedCall, ToolExecutor
+from .genai import (
+    finish_reason,
+    params_attributes,
+    provider_attributes,
+    request_content,
+    response_attributes,
+    usage_attributes,
+)
 from .hooks import HookChain, Hooks
 from .messages import (
     AgentContext,
@@ -53,7 +63,15 @@ from .messages import (
     Usage,
     UserMessage,
 )
-from .providers.base import Done, Provider, ProviderRequest, TextChunk, ToolCallChunk
+from .metrics import CHAT_METRIC_KEYS, Instruments
+from .providers.base import (
+    Done,
+    ModelParams,
+    Provider,
+    ProviderRequest,
+    TextChunk,
+    ToolCallChunk,
+)
 from .tools import ToolRegistry
 from .version import __version__
 
@@ -61,6 +79,7 @@ logger = logging.getLogger("otelhooks.loop")
 
 ToolExecution = Literal["parallel", "sequential"]
 QueueMode = Literal["one-at-a-time", "all"]
+ChatSpans = Literal["auto", "always", "never"]
 Subscriber = Callable[[AgentEvent], Any]
 TransformContext = Callable[
     [list[AgentMessage], CancelSignal], Awaitable[Sequence[AgentMessage]] | Sequence[AgentMessage]
@@ -177,6 +196,10 @@ class Agent:
         messages: Iterable[AgentMessage] = (),
         conversation_id: str | None = None,
         agent_id: str | None = None,
+        params: ModelParams | None = None,
+        meter_provider: MeterProvider | None = None,
+        chat_spans: ChatSpans = "auto",
+        max_content_length: int = 16384,
     ) -> None:
         if tool_execution not in ("parallel", "sequential"):
             raise ValueError("tool_execution must be 'parallel' or 'sequential'")
@@ -199,8 +222,15 @@ class Agent:
         self.messages: list[AgentMessage] = list(messages)
         self.conversation_id = conversation_id
         self.agent_id = agent_id
+        self.params = params or ModelParams()
+        if chat_spans not in ("auto", "always", "never"):
+            raise ValueError("chat_spans must be 'auto', 'always' or 'never'")
+        self.chat_spans: ChatSpans = chat_spans
+        self.max_content_length = max_content_length
         self._tracer_provider = tracer_provider
         self._tracer = trace.get_tracer("otelhooks", __version__, tracer_provider=tracer_provider)
+        self._meter_provider = meter_provider
+        self._instruments = Instruments(meter_provider)
         self._subscribers: list[Subscriber] = []
         self._steering: deque[UserMessage] = deque()
         self._follow_ups: deque[UserMessage] = deque()
@@ -407,6 +437,8 @@ class Agent:
             tracer_provider=self._tracer_provider,
             capture_content=self.capture,
             tool_timeout=self.tool_timeout,
+            meter_provider=self._meter_provider,
+            instruments=self._instruments,
         )
         return _Turn(index, context, executor, hooks)
 
@@ -423,24 +455,37 @@ class Agent:
             messages = transformed
         return tuple(self.convert_messages(messages))
 
-    async def _ask_provider(self, turn: _Turn, run: _Run) -> tuple[AssistantMessage, Link]:
+    def _chat_span_wanted(self) -> bool:
+        if self.chat_spans == "auto":
+            return not getattr(self.provider, "instrumented", False)
+        return self.chat_spans == "always"
+
+    async def _ask_provider(self, turn: _Turn, run: _Run) -> tuple[AssistantMessage, Link | None]:
         model = turn.context.model
-        span = self._tracer.start_span(
-            f"{A.OP_CHAT} {model}".strip(),
-            run.context,
-            SpanKind.CLIENT,
-            {
-                A.GEN_AI_OPERATION_NAME: A.OP_CHAT,
-                A.GEN_AI_REQUEST_MODEL: model,
-                A.TURN_INDEX: turn.index,
-            },
+        common = {
+            A.GEN_AI_OPERATION_NAME: A.OP_CHAT,
+            A.GEN_AI_REQUEST_MODEL: model,
+            **provider_attributes(self.provider),
+        }
+        span: Span = trace.INVALID_SPAN
+        if self._chat_span_wanted():
+            span = self._tracer.start_span(
+                f"{A.OP_CHAT} {model}".strip(),
+                run.context,
+                SpanKind.CLIENT,
+                {**common, **params_attributes(self.params), A.TURN_INDEX: turn.index},
+            )
+        link = (
+            Link(span.get_span_context(), {A.TURN_INDEX: turn.index})
+            if span.is_recording()
+            else None
         )
-        link = Link(span.get_span_context(), {A.TURN_INDEX: turn.index})
         self._emit(MessageStart("assistant"))
         text: list[str] = []
         calls: list[ToolCall] = []
         message: AssistantMessage | None = None
         signal = run.signal
+        started = time.perf_counter()
         token = otel_context.attach(trace.set_span_in_context(span, run.context))
         try:
             with signal.watching():
@@ -450,7 +495,10 @@ class Agent:
                     messages=await self._provider_messages(turn, run),
                     tools=turn.context.tools,
                     signal=signal,
+                    params=self.params,
                 )
+                if span.is_recording() and self.capture.on_span:
+                    span.set_attributes(self._chat_content(turn, request_content(request)))
                 message = await self._consume(request, text, calls)
         except asyncio.CancelledError as exc:
             if not signal.absorbs(exc):
@@ -484,10 +532,35 @@ class Agent:
                 "the provider's stream ended without a final message",
             )
         message = _with_unique_call_ids(message, turn.index)
-        self._record_chat(span, message)
+        self._record_chat(span, turn, message)
         span.end()
+        self._record_chat_metrics(common, message, time.perf_counter() - started)
         self._emit(MessageEnd(message))
         return message, link
+
+    def _chat_content(self, turn: _Turn, attributes: dict[str, str]) -> dict[str, str]:
+        """Content for the ``chat`` span: through the hooks' redaction, then cut."""
+        return {
+            key: cap_text(turn.hooks.scrub(value), self.max_content_length)
+            for key, value in attributes.items()
+        }
+
+    def _record_chat_metrics(
+        self, common: dict[str, Any], message: AssistantMessage, seconds: float
+    ) -> None:
+        if self.chat_spans == "auto" and getattr(self.provider, "instrumented", False):
+            return  # the provider's instrumentation records these
+        attrs = {**common, **response_attributes(message)}
+        if message.stop_reason in ("error", "aborted"):
+            attrs[A.ERROR_TYPE] = message.error_type or message.stop_reason
+        points: dict[str, Any] = {k: attrs[k] for k in CHAT_METRIC_KEYS if k in attrs}
+        usage = message.usage
+        self._instruments.record_chat(
+            seconds,
+            points,
+            usage.input_tokens if usage is not None else None,
+            usage.output_tokens if usage is not None else None,
+        )
 
     async def _consume(
         self, request: ProviderRequest, text: list[str], calls: list[ToolCall]
@@ -511,13 +584,16 @@ class Agent:
                 await aclose()
         return None
 
-    def _record_chat(self, span: Span, message: AssistantMessage) -> None:
+    def _record_chat(self, span: Span, turn: _Turn, message: AssistantMessage) -> None:
         if not span.is_recording():
             return
-        attrs: dict[str, Any] = {A.GEN_AI_RESPONSE_FINISH_REASONS: (finish_reason(message),)}
-        if message.usage is not None:
-            attrs.update(usage_attributes(message.usage))
-        span.set_attributes(attrs)
+        span.set_attributes(response_attributes(message))
+        if self.capture.on_span:
+            from .genai import output_messages
+
+            span.set_attributes(
+                self._chat_content(turn, {A.GEN_AI_OUTPUT_MESSAGES: output_messages(message)})
+            )
         if message.stop_reason in ("error", "aborted"):
             span.set_attribute(A.ERROR_TYPE, message.error_type or message.stop_reason)
             span.set_status(Status(StatusCode.ERROR, message.error_message or message.stop_reason))
@@ -525,7 +601,7 @@ class Agent:
     # -- the tool calls of one message --------------------------------------------------------
 
     def _fail_truncated(
-        self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link
+        self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link | None
     ) -> tuple[ToolResult, ...]:
         """A message cut by the token limit: none of its calls runs (their arguments may be
         cut); each gets an error result saying so, and the run goes on (Pi's behaviour)."""
@@ -538,7 +614,7 @@ class Agent:
                 parent=run.context,
                 context=turn.context,
                 hooks=turn.hooks,
-                links=(chat_link,),
+                links=(chat_link,) if chat_link is not None else (),
             )
             self._emit(ToolExecutionEnd(call, result))
             results.append(result)
@@ -547,7 +623,7 @@ class Agent:
         return tuple(results)
 
     async def _execute_tool_calls(
-        self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link
+        self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link | None
     ) -> tuple[ToolResult, ...]:
         """Prepare each call in source order (before-hooks), then run the allowed ones: all at
         once (parallel), with a ``sequential`` tool alone between the others, or one by one
@@ -555,7 +631,7 @@ class Agent:
         prepared ones included; results are emitted in source order."""
         executor = turn.executor
         signal = run.signal
-        links = (chat_link,)
+        links = (chat_link,) if chat_link is not None else ()
         results: list[ToolResult | None] = [None] * len(message.tool_calls)
         runnable: list[tuple[int, PreparedCall]] = []
 
@@ -665,34 +741,6 @@ class Agent:
                 subscriber(event)
             except Exception:  # a consumer's bug must not stop the agent
                 logger.exception("event subscriber raised on %s", event.type)
-
-
-_FINISH_REASONS: dict[str, str] = {
-    "stop": A.FINISH_STOP,
-    "toolUse": A.FINISH_TOOL_CALL,
-    "length": A.FINISH_LENGTH,
-    "error": A.FINISH_ERROR,
-    "aborted": A.FINISH_ERROR,
-}
-
-
-def finish_reason(message: AssistantMessage) -> str:
-    """The message's finish reason in the GenAI conventions' vocabulary (``stop``,
-    ``tool_call``, ``length``, ``content_filter``, ``error``)."""
-    return message.finish_reason or _FINISH_REASONS.get(message.stop_reason, A.FINISH_ERROR)
-
-
-def usage_attributes(usage: Usage) -> dict[str, int]:
-    """The GenAI usage attributes of ``usage`` (cache counts only when there are any)."""
-    attrs = {
-        A.GEN_AI_USAGE_INPUT_TOKENS: usage.input_tokens,
-        A.GEN_AI_USAGE_OUTPUT_TOKENS: usage.output_tokens,
-    }
-    if usage.cache_read_tokens:
-        attrs[A.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cache_read_tokens
-    if usage.cache_write_tokens:
-        attrs[A.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = usage.cache_write_tokens
-    return attrs
 
 
 def _queue_mode(mode: str, what: str) -> QueueMode:

@@ -205,14 +205,21 @@ class TracingSetup:
     exporter: SpanExporter | None
     memory: InMemorySpanExporter | None = None
     uses_global: bool = False
+    meter_provider: Any = None  # an SDK MeterProvider when metrics were asked for
+    metrics_destination: str = ""
 
     def shutdown(self) -> ExportStats:
         """Flush and shut down, bounded (see ``shutdown_timeout``); a global provider someone
-        else configured is only flushed, not shut down."""
+        else configured is only flushed, not shut down. Metrics are exported one last time."""
         if self.uses_global:
             self.provider.force_flush(int(DEFAULT_SHUTDOWN_TIMEOUT_S * 1000))
         else:
             self.provider.shutdown()
+        if self.meter_provider is not None:
+            try:
+                self.meter_provider.shutdown(timeout_millis=DEFAULT_SHUTDOWN_TIMEOUT_S * 1000)
+            except Exception:  # an exporter that fails at the end costs only its metrics
+                logger.debug("metrics shutdown failed", exc_info=True)
         return self.stats
 
     def force_flush(self, timeout_millis: int = 5000) -> bool:
@@ -444,6 +451,7 @@ def setup_tracing(
     console_out: IO[str] | None = None,
     set_global: bool = False,
     use_global: bool = True,
+    metrics: str | Any = None,
 ) -> TracingSetup:
     """Build a :class:`TracerProvider` that exports tool spans.
 
@@ -455,6 +463,9 @@ def setup_tracing(
     or extra processor sees it. ``processors`` receive the (scrubbed) spans too.
     ``batch_options`` go to the batch processor (default :data:`DEFAULT_BATCH`, under any
     ``OTEL_BSP_*`` variable); ``shutdown_timeout`` bounds :meth:`TracingSetup.shutdown`.
+    ``metrics`` (``"console"``, ``"otlp"``, ``"none"`` or an SDK ``MetricExporter``; default
+    ``OTEL_METRICS_EXPORTER``, else none) adds a meter provider, ``setup.meter_provider``, with
+    the same resource and OTLP endpoint; with ``set_global`` it becomes the global one too.
 
     With ``OTEL_SDK_DISABLED=true`` the provider records nothing. When ``use_global`` and a
     global SDK provider exists and no exporter was asked for, that provider is used (see the
@@ -534,6 +545,13 @@ def setup_tracing(
     for processor in chain:
         provider.add_span_processor(processor)
 
+    meter_provider, metrics_where = _meter_provider(
+        metrics, resource, otlp_endpoint, otlp_protocol, export_timeout, console_out
+    )
+    if set_global and meter_provider is not None:
+        from opentelemetry import metrics as metrics_api
+
+        metrics_api.set_meter_provider(meter_provider)
     if set_global:
         current = trace.get_tracer_provider()
         if isinstance(current, trace.ProxyTracerProvider):
@@ -543,4 +561,36 @@ def setup_tracing(
                 "a global TracerProvider is already set (%s); otelhooks left it in place",
                 type(current).__name__,
             )
-    return TracingSetup(provider, stats, counting, memory)
+    return TracingSetup(
+        provider,
+        stats,
+        counting,
+        memory,
+        meter_provider=meter_provider,
+        metrics_destination=metrics_where,
+    )
+
+
+def _meter_provider(
+    kind: Any,
+    resource: Resource,
+    endpoint: str | None,
+    protocol: OtlpProtocol | str | None,
+    timeout: float | None,
+    console_out: IO[str] | None,
+) -> tuple[Any, str]:
+    """The meter provider ``setup_tracing(metrics=...)`` asked for, or ``(None, "")``."""
+    from .metrics_setup import make_meter_provider, metrics_kind_from_env
+
+    chosen = kind if kind is not None else metrics_kind_from_env()
+    if chosen is None or chosen == "none":
+        return None, ""
+    proto = check_protocol(protocol) if protocol is not None else otlp_protocol_from_env()
+    return make_meter_provider(
+        chosen,
+        resource,
+        endpoint=endpoint,
+        protocol=proto,
+        timeout=timeout if timeout is not None else export_timeout_from_env(),
+        console_out=console_out or sys.stdout,
+    )

@@ -48,6 +48,12 @@ def add_parser(sub: Any) -> None:
         default=None,
         help=f"service.name (default: OTEL_SERVICE_NAME, else {DEMO_SERVICE_NAME})",
     )
+    demo.add_argument(
+        "--metrics",
+        choices=("console", "otlp", "none"),
+        default=None,
+        help="where the GenAI and tool-call metrics go (default: OTEL_METRICS_EXPORTER, else none)",
+    )
     demo.add_argument("--json", action="store_true", help="print the transcript as JSON lines")
     demo.add_argument(
         "--log-format",
@@ -120,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
             # console: export once at the end, after the transcripts, not interleaved with them
             batch_options={"schedule_delay_millis": 600_000} if "console" in kinds else None,
             console_out=sys.stderr if args.json else out,
+            metrics=args.metrics,
         )
     except ConfigurationError as exc:
         print(f"otelhooks demo: {exc}", file=sys.stderr)
@@ -145,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
                 redactor=redactor,
                 tracer_provider=setup.provider,
                 after_case=after_case,
+                meter_provider=setup.meter_provider,
             )
         )
     finally:

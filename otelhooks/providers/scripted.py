@@ -35,7 +35,10 @@ class ScriptedProvider:
     then ``Done``. ``delay`` seconds pass before each chunk, so cancellation can land mid-stream.
     Past the end of the script it answers with a ``stop`` message saying so. Usage is reported
     as one token per word, so token attributes are exercised. ``requests`` keeps every request.
+    Its ``provider_name`` is ``scripted``; each message gets a response id (``scripted-1``, ...).
     """
+
+    provider_name = "scripted"
 
     def __init__(
         self,
@@ -71,6 +74,8 @@ class ScriptedProvider:
             model=message.model or self.model,
             stop_reason=stop_reason,
             usage=message.usage or Usage(prompt_words, len(message.text.split())),
+            response_id=message.response_id or f"scripted-{index + 1}",
+            provider=message.provider or self.provider_name,
         )
         text = message.text
         size = self.chunk_size or max(len(text), 1)
