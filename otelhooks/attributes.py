@@ -88,6 +88,8 @@ ARGUMENTS_PREPARED: Final = "otelhooks.arguments.prepared"
 
 # Span events.
 EVENT_HOOK: Final = "otelhooks.hook"
+# The GenAI event with a chat request's content (capture EVENT_ONLY or SPAN_AND_EVENT).
+EVENT_INFERENCE_DETAILS: Final = "gen_ai.client.inference.operation.details"
 EVENT_PROGRESS: Final = "otelhooks.tool.progress"
 EVENT_PREPARE_ARGUMENTS: Final = "otelhooks.prepare_arguments"
 EVENT_HOOK_NAME: Final = "otelhooks.hook.name"

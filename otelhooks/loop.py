@@ -45,6 +45,7 @@ from .events import (
 from .execute import DEFAULT_TOOL_TIMEOUT, PreparedCall, ToolExecutor
 from .genai import (
     finish_reason,
+    output_messages,
     params_attributes,
     provider_attributes,
     request_content,
@@ -486,6 +487,7 @@ class Agent:
         message: AssistantMessage | None = None
         signal = run.signal
         started = time.perf_counter()
+        content: dict[str, str] = {}
         token = otel_context.attach(trace.set_span_in_context(span, run.context))
         try:
             with signal.watching():
@@ -497,8 +499,10 @@ class Agent:
                     signal=signal,
                     params=self.params,
                 )
-                if span.is_recording() and self.capture.on_span:
-                    span.set_attributes(self._chat_content(turn, request_content(request)))
+                if span.is_recording() and self.capture is not Capture.NO_CONTENT:
+                    content = self._chat_content(turn, request_content(request))
+                    if self.capture.on_span:
+                        span.set_attributes(content)
                 message = await self._consume(request, text, calls)
         except asyncio.CancelledError as exc:
             if not signal.absorbs(exc):
@@ -532,7 +536,7 @@ class Agent:
                 "the provider's stream ended without a final message",
             )
         message = _with_unique_call_ids(message, turn.index)
-        self._record_chat(span, turn, message)
+        self._record_chat(span, turn, message, content)
         span.end()
         self._record_chat_metrics(common, message, time.perf_counter() - started)
         self._emit(MessageEnd(message))
@@ -584,16 +588,18 @@ class Agent:
                 await aclose()
         return None
 
-    def _record_chat(self, span: Span, turn: _Turn, message: AssistantMessage) -> None:
+    def _record_chat(
+        self, span: Span, turn: _Turn, message: AssistantMessage, content: dict[str, str]
+    ) -> None:
         if not span.is_recording():
             return
         span.set_attributes(response_attributes(message))
-        if self.capture.on_span:
-            from .genai import output_messages
-
-            span.set_attributes(
-                self._chat_content(turn, {A.GEN_AI_OUTPUT_MESSAGES: output_messages(message)})
-            )
+        if self.capture is not Capture.NO_CONTENT:
+            output = self._chat_content(turn, {A.GEN_AI_OUTPUT_MESSAGES: output_messages(message)})
+            if self.capture.on_span:
+                span.set_attributes(output)
+            if self.capture.as_event:
+                span.add_event(A.EVENT_INFERENCE_DETAILS, {**content, **output})
         if message.stop_reason in ("error", "aborted"):
             span.set_attribute(A.ERROR_TYPE, message.error_type or message.stop_reason)
             span.set_status(Status(StatusCode.ERROR, message.error_message or message.stop_reason))

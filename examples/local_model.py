@@ -1,0 +1,46 @@
+"""An agent on a local model behind an OpenAI-compatible server (Ollama, vLLM, llama.cpp's
+server, LM Studio): the Chat Completions provider with a ``base_url``.
+
+    ollama pull llama3.2 && ollama serve
+    python examples/local_model.py
+
+``LOCAL_MODEL_URL`` is the server's base URL (default Ollama's, http://localhost:11434/v1),
+``LOCAL_MODEL`` the model (default ``llama3.2``), ``LOCAL_MODEL_PROVIDER`` the name the spans
+give it (default ``ollama``: vllm, llama_cpp, lm_studio, ...).
+"""
+
+import asyncio
+import os
+
+from _weather import PROMPT, default_hooks, tools
+
+from otelhooks.loop import Agent
+from otelhooks.providers import ModelParams
+from otelhooks.providers.openai import OpenAIChat
+from otelhooks.spantree import render_tree
+from otelhooks.testing import in_memory_tracing
+
+
+async def main() -> None:
+    tracing = in_memory_tracing()
+    provider = OpenAIChat(
+        base_url=os.environ.get("LOCAL_MODEL_URL", "http://localhost:11434/v1"),
+        api_key="local",  # local servers accept any key
+        provider_name=os.environ.get("LOCAL_MODEL_PROVIDER", "ollama"),
+        timeout=300.0,  # a local model can be slow to load
+    )
+    agent = Agent(
+        provider,
+        tools=tools,
+        hooks=default_hooks(),
+        model=os.environ.get("LOCAL_MODEL", "llama3.2"),
+        name="weather",
+        params=ModelParams(temperature=0.0, max_tokens=300),
+        tracer_provider=tracing.provider,
+    )
+    result = await agent.run(PROMPT)
+    print(result.final.text or result.final.error_message)
+    print(render_tree(tracing.spans()))
+
+
+asyncio.run(main())

@@ -1,0 +1,42 @@
+"""An agent on OpenAI (Chat Completions, or the Responses API with --responses).
+
+    OPENAI_API_KEY=sk-... python examples/openai_agent.py [--responses]
+
+``OPENAI_BASE_URL`` points it elsewhere; ``OTELHOOKS_EXAMPLE_MODEL`` picks the model
+(default ``gpt-4.1-mini``). Prints the answer, the usage and the span tree.
+"""
+
+import asyncio
+import os
+import sys
+
+from _weather import PROMPT, default_hooks, tools
+
+from otelhooks.loop import Agent
+from otelhooks.providers import ModelParams
+from otelhooks.providers.openai import OpenAIChat, OpenAIResponses
+from otelhooks.spantree import render_tree
+from otelhooks.testing import in_memory_tracing
+
+
+async def main() -> None:
+    if not os.environ.get("OPENAI_API_KEY"):
+        sys.exit("set OPENAI_API_KEY (and OPENAI_BASE_URL for another endpoint)")
+    tracing = in_memory_tracing()
+    provider = OpenAIResponses() if "--responses" in sys.argv else OpenAIChat()
+    agent = Agent(
+        provider,
+        tools=tools,
+        hooks=default_hooks(),
+        model=os.environ.get("OTELHOOKS_EXAMPLE_MODEL", "gpt-4.1-mini"),
+        name="weather",
+        params=ModelParams(temperature=0.2, max_tokens=300),
+        tracer_provider=tracing.provider,
+    )
+    result = await agent.run(PROMPT)
+    print(result.final.text or result.final.error_message)
+    print(f"usage: {result.usage.input_tokens} in, {result.usage.output_tokens} out")
+    print(render_tree(tracing.spans()))
+
+
+asyncio.run(main())
