@@ -168,3 +168,6 @@ class AgentContext:
     messages: tuple[AgentMessage, ...] = ()
     tools: tuple[ToolSpec, ...] = ()
     turn_index: int = 0
+    framework: Any = None
+    """The framework's own context when the call comes through an integration: Pydantic AI's
+    ``RunContext``, the OpenAI Agents SDK's ``ToolContext``, LangChain's ``RunnableConfig``."""

@@ -134,3 +134,15 @@ def test_local_model_example() -> None:
         )
         out = run_with("local_model.py", {"LOCAL_MODEL_URL": f"{server.url}/v1"})
     assert ANSWER in out and "chat llama3.2" in out
+
+
+@pytest.mark.parametrize(
+    "name", ["pydantic_ai_agent.py", "openai_agents_agent.py", "langgraph_agent.py"]
+)
+def test_framework_examples_share_one_policy(name: str) -> None:
+    out = run(name)
+    assert "DATABASE_URL=postgres://app:[REDACTED:connection_string_password]@db/app" in out
+    assert "s3cr3t-Passw0rd" not in out
+    assert "blocked: tool 'delete_file' is denied by policy (delete_*)" in out
+    assert "delete_file must never run" not in out
+    assert "execute_tool read_file" in out and "  run  " in out

@@ -1,0 +1,155 @@
+"""A framework's tool call through before -> run -> after: what the framework adapters share.
+
+The framework keeps its loop, its tools and its own validation; the adapter hands each call to
+:meth:`FrameworkBoundary.call` with the arguments as JSON values, a function that runs the
+framework's own execution, and the framework's context. The call becomes an ordinary
+``execute_tool`` span (nested under the framework's span when it is instrumented), the hooks see
+the arguments (``ctx.context.framework`` is the framework's context), and the adapter gets back
+what the framework expects: the tool's own return value when no hook changed it, else the text
+the hooks made (a block reason, an override, a redacted result, an error message). Exceptions
+the framework uses for control flow (``passthrough``) leave the boundary unchanged.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import TracerProvider
+
+from ..content import to_json_text
+from ..execute import DEFAULT_TOOL_TIMEOUT, ToolExecutor
+from ..hooks import HookChain, Hooks
+from ..messages import AgentContext, ToolCall, ToolResult
+from ..tools import ToolOutput, ToolRegistry, make_tool
+
+Invoke = Callable[[dict[str, Any], bool], Awaitable[Any]]
+"""Runs the framework's own execution with the arguments (and whether a hook rewrote them)."""
+
+
+@dataclass
+class Invocation:
+    """One call in flight: how to run it, and what came back."""
+
+    invoke: Invoke
+    arguments: dict[str, Any]
+    raw: Any = None
+    text: str | None = None
+    escaped: BaseException | None = None
+    passthrough: tuple[type[BaseException], ...] = ()
+    ran: bool = field(default=False)
+
+    def native(self, result: ToolResult) -> Any:
+        """What the framework gets: its tool's own value when the hooks left the result as the
+        tool made it, else the result's text."""
+        if (
+            self.ran
+            and not result.is_error
+            and result.details is self.raw
+            and result.content == self.text
+        ):
+            return self.raw
+        return result.content
+
+
+_CURRENT: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar(
+    "otelhooks_framework_call", default=None
+)
+
+
+def _text_of(value: Any) -> str:
+    return value if isinstance(value, str) else to_json_text(value)
+
+
+class FrameworkBoundary:
+    """The executor and the registry of stand-in tools (one per framework tool name, with the
+    framework's JSON schema) that a framework adapter runs calls through. Safe for concurrent
+    calls: each call's state lives in its own context, nothing is shared between calls."""
+
+    def __init__(
+        self,
+        hooks: Hooks | HookChain | None = None,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        capture_content: Any = None,
+        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+        passthrough: tuple[type[BaseException], ...] = (),
+    ) -> None:
+        self.registry = ToolRegistry()
+        self.hooks = hooks if hooks is not None else Hooks()
+        self.executor = ToolExecutor(
+            self.registry,
+            self.hooks,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            capture_content=capture_content,
+            tool_timeout=tool_timeout,
+        )
+        self.passthrough = passthrough
+        self._schemas: dict[str, str] = {}
+
+    def ensure_tool(
+        self, name: str, description: str, schema: Mapping[str, Any], *, allow_extra: bool = False
+    ) -> None:
+        """Register (or update) the stand-in for the framework's tool ``name``. An object schema
+        that does not say otherwise refuses properties it does not name, unless
+        ``allow_extra``."""
+        schema = dict(schema)
+        if not allow_extra and schema.get("type", "object") == "object":
+            schema.setdefault("additionalProperties", False)
+        key = json.dumps(schema, sort_keys=True, default=str) + "\0" + description
+        if self._schemas.get(name) == key:
+            return
+
+        async def stand_in(**arguments: Any) -> Any:
+            invocation = _CURRENT.get()
+            if invocation is None:
+                raise RuntimeError(f"tool {name!r} runs only through its framework")
+            rewritten = arguments != invocation.arguments
+            try:
+                value = await invocation.invoke(arguments, rewritten)
+            except invocation.passthrough as exc:
+                invocation.escaped = exc
+                return ""
+            invocation.ran = True
+            invocation.raw = value
+            invocation.text = _text_of(value)
+            return ToolOutput(invocation.text, value)
+
+        stand_in.__name__ = name
+        if name in self._schemas:
+            self.registry.remove(name)
+        self.registry.add(
+            make_tool(stand_in, name=name, description=description, parameters=schema)
+        )
+        self._schemas[name] = key
+
+    async def call(
+        self,
+        call_id: str,
+        name: str,
+        arguments: dict[str, Any],
+        invoke: Invoke,
+        *,
+        framework: Any = None,
+        agent_name: str = "",
+        run_id: str = "",
+    ) -> tuple[ToolResult, Invocation]:
+        """Run one call through the boundary; re-raise a framework control-flow exception."""
+        invocation = Invocation(invoke, arguments, passthrough=self.passthrough)
+        token = _CURRENT.set(invocation)
+        try:
+            result = await self.executor.execute(
+                ToolCall(call_id, name, arguments),
+                context=AgentContext(run_id=run_id, agent_name=agent_name, framework=framework),
+            )
+        finally:
+            _CURRENT.reset(token)
+        if invocation.escaped is not None:
+            raise invocation.escaped
+        return result, invocation
