@@ -14,7 +14,8 @@ agent). A blocked call returns ``blocked: <reason>`` as the tool's output: the m
 the run goes on; a tool that raises answers ``error: <message>`` the same way (the SDK's
 ``failure_error_function`` is not used). The wrapped tool keeps its name, description, schema,
 guardrails and approval settings. Each call's state lives in its own context: concurrent runs
-share nothing but the hooks themselves. Tools of other kinds (hosted tools, handoffs) are left as they are.
+share nothing but the hooks themselves. Tools of other kinds (hosted tools, handoffs) are left
+as they are.
 """
 
 from __future__ import annotations
