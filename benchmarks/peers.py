@@ -55,7 +55,17 @@ def otelhooks_runner() -> Runner:
     return run
 
 
-def pydantic_ai_runner() -> Runner:
+def _boundary_setup() -> tuple[Any, Any]:
+    """otelhooks as the README sets it up: redaction in its three places, a structlog event per
+    call, spans into an in-memory exporter."""
+    from benchmarks.run import default_hooks, make_logger, sdk_provider
+    from otelhooks.builtin import Redactor
+
+    redactor = Redactor()
+    return default_hooks(redactor, make_logger(redactor)), sdk_provider(redactor)
+
+
+def pydantic_ai_runner(guarded: bool = False) -> Runner:
     from pydantic_ai import Agent
     from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -68,7 +78,13 @@ def pydantic_ai_runner() -> Runner:
                 )
             return ModelResponse(parts=[TextPart("ok")])
 
-        agent = Agent(FunctionModel(respond))
+        capabilities: list[Any] = []
+        if guarded:
+            from otelhooks.integrations.pydantic_ai import OtelhooksCapability
+
+            hooks, provider = _boundary_setup()
+            capabilities.append(OtelhooksCapability(hooks, tracer_provider=provider))
+        agent = Agent(FunctionModel(respond), capabilities=capabilities)
         agent.tool_plain(echo)
         return agent
 
@@ -81,7 +97,7 @@ def pydantic_ai_runner() -> Runner:
     return run
 
 
-def openai_agents_runner() -> Runner:
+def openai_agents_runner(guarded: bool = False) -> Runner:
     from agents import Agent, ModelSettings, RunConfig, Runner, function_tool
     from agents.items import ModelResponse
     from agents.models.interface import Model
@@ -129,6 +145,11 @@ def openai_agents_runner() -> Runner:
 
     tool = function_tool(echo)
     config = RunConfig(tracing_disabled=True)
+    if guarded:
+        from otelhooks.integrations.openai_agents import boundary_for, wrap_tool
+
+        hooks, provider = _boundary_setup()
+        tool = wrap_tool(tool, boundary_for(hooks, tracer_provider=provider))
 
     async def run(k: int) -> Any:
         agent = Agent(
@@ -189,12 +210,60 @@ def strands_runner() -> Runner:
     return run
 
 
+def langgraph_runner(guarded: bool = False) -> Runner:
+    """A graph whose model node is scripted (it stands in for a chat model) and whose tools run
+    in LangGraph's ``ToolNode``."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.tools import StructuredTool
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    tools = [StructuredTool.from_function(echo)]
+    if guarded:
+        from otelhooks.integrations.langchain import with_boundary
+
+        hooks, provider = _boundary_setup()
+        tools = with_boundary(tools, hooks, tracer_provider=provider)
+    node = ToolNode(tools)
+
+    def build(k: int) -> Any:
+        calls = [{"name": "echo", "args": {"text": f"t{i}"}, "id": f"c{i}"} for i in range(k)]
+
+        def agent(state: MessagesState) -> dict[str, Any]:
+            answered = len(state["messages"]) > 1
+            reply = AIMessage("ok") if answered or not k else AIMessage("", tool_calls=calls)
+            return {"messages": [reply]}
+
+        graph = StateGraph(MessagesState)
+        graph.add_node("agent", agent)
+        graph.add_node("tools", node)
+        graph.add_edge(START, "agent")
+        graph.add_conditional_edges("agent", tools_condition, ["tools", END])
+        graph.add_edge("tools", "agent")
+        return graph.compile()
+
+    graphs: dict[int, Any] = {}
+
+    async def run(k: int) -> Any:
+        graph = graphs.get(k) or graphs.setdefault(k, build(k))
+        return await graph.ainvoke({"messages": [HumanMessage("go")]})
+
+    return run
+
+
 RUNNERS: dict[str, Callable[[], Runner]] = {
     "otelhooks (README set-up)": otelhooks_runner,
     "Pydantic AI": pydantic_ai_runner,
     "OpenAI Agents SDK": openai_agents_runner,
     "Strands": strands_runner,
+    "LangGraph": langgraph_runner,
+    "Pydantic AI + otelhooks": lambda: pydantic_ai_runner(guarded=True),
+    "OpenAI Agents SDK + otelhooks": lambda: openai_agents_runner(guarded=True),
+    "LangGraph + otelhooks": lambda: langgraph_runner(guarded=True),
 }
+
+FRAMEWORKS = ("Pydantic AI", "OpenAI Agents SDK", "LangGraph")
+"""Frameworks measured with and without otelhooks' boundary around their tools."""
 
 
 async def marginal(run: Runner, k: int, rounds: int) -> float:

@@ -919,7 +919,11 @@ def bench_peers(quick: bool) -> None:
         if extra.returncode == 0:
             results.update(json.loads(extra.stdout.strip().splitlines()[-1]))
     ours = results.get("otelhooks (README set-up)")
-    peers = {k: v for k, v in results.items() if isinstance(v, float) and not k.startswith("otel")}
+    peers = {
+        k: v
+        for k, v in results.items()
+        if isinstance(v, float) and not k.startswith("otel") and "otelhooks" not in k
+    }
     for name, value in results.items():
         if name == "calls_per_run":
             continue
@@ -936,6 +940,19 @@ def bench_peers(quick: bool) -> None:
             f"{ratio:.2f}×",
             f"target ≥ 2× {verdict}",
         )
+    from benchmarks.peers import FRAMEWORKS
+
+    print("  inside each framework's own run, with otelhooks' boundary around its tools:")
+    for framework in FRAMEWORKS:
+        bare, guarded = results.get(framework), results.get(f"{framework} + otelhooks")
+        if isinstance(bare, float) and isinstance(guarded, float):
+            results[f"{framework} + otelhooks / {framework}"] = guarded / bare
+            row(
+                "11",
+                f"{framework}: added by otelhooks per tool call",
+                f"{guarded - bare:.0f} µs",
+                f"{guarded / bare:.2f}× the framework alone",
+            )
     RESULTS["peers"] = results
 
 

@@ -13,7 +13,6 @@ the framework uses for control flow (``passthrough``) leave the boundary unchang
 from __future__ import annotations
 
 import contextvars
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,7 +90,7 @@ class FrameworkBoundary:
             tool_timeout=tool_timeout,
         )
         self.passthrough = passthrough
-        self._schemas: dict[str, str] = {}
+        self._schemas: dict[str, tuple[Mapping[str, Any], str, dict[str, Any]]] = {}
 
     def ensure_tool(
         self, name: str, description: str, schema: Mapping[str, Any], *, allow_extra: bool = False
@@ -99,11 +98,15 @@ class FrameworkBoundary:
         """Register (or update) the stand-in for the framework's tool ``name``. An object schema
         that does not say otherwise refuses properties it does not name, unless
         ``allow_extra``."""
+        known = self._schemas.get(name)
+        if known is not None and known[0] is schema and known[1] == description:
+            return  # the same tool definition as last time: nothing to do
+        source = schema
         schema = dict(schema)
         if not allow_extra and schema.get("type", "object") == "object":
             schema.setdefault("additionalProperties", False)
-        key = json.dumps(schema, sort_keys=True, default=str) + "\0" + description
-        if self._schemas.get(name) == key:
+        if known is not None and known[1] == description and known[2] == schema:
+            self._schemas[name] = (source, description, schema)
             return
 
         async def stand_in(**arguments: Any) -> Any:
@@ -127,7 +130,7 @@ class FrameworkBoundary:
         self.registry.add(
             make_tool(stand_in, name=name, description=description, parameters=schema)
         )
-        self._schemas[name] = key
+        self._schemas[name] = (source, description, schema)
 
     async def call(
         self,
