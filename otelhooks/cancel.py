@@ -26,13 +26,16 @@ class CancelSignal:
 
     @property
     def cancelled(self) -> bool:
+        """Whether the signal has fired."""
         return self._reason is not None
 
     @property
     def reason(self) -> str | None:
+        """Why it fired (``None`` until it does)."""
         return self._reason
 
     def cancel(self, reason: str = "cancelled") -> None:
+        """Fire the signal (once; later calls change nothing) and run its callbacks."""
         if self._reason is not None:
             return
         self._reason = reason
@@ -60,6 +63,7 @@ class CancelSignal:
         return self._reason
 
     def add_callback(self, callback: Callable[[str], None]) -> None:
+        """Run ``callback(reason)`` when the signal fires (at once if it already has)."""
         if self._reason is not None:
             callback(self._reason)
         else:

@@ -34,10 +34,12 @@ class Capture(enum.Enum):
 
     @property
     def on_span(self) -> bool:
+        """Whether content goes on spans as attributes."""
         return self in (Capture.SPAN_ONLY, Capture.SPAN_AND_EVENT)
 
     @property
     def as_event(self) -> bool:
+        """Whether content goes on span events."""
         return self in (Capture.EVENT_ONLY, Capture.SPAN_AND_EVENT)
 
 

@@ -45,6 +45,7 @@ class AgentEvent:
     type: ClassVar[str] = "event"
 
     def to_dict(self) -> dict[str, Any]:
+        """The event as a JSON-ready dict (``type`` and its fields)."""
         return {"type": self.type, **_plain(asdict(self))}
 
 

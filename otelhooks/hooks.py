@@ -213,6 +213,8 @@ class RegisteredHook:
                 )
 
     def applies_to(self, tool_name: str) -> bool:
+        """Whether this hook runs for calls of ``tool_name`` (its ``tools=`` names and globs; all
+        tools without)."""
         if self.tools is None or tool_name in self._exact:
             return True
         return any(fnmatch.fnmatchcase(tool_name, g) for g in self._globs)
@@ -274,6 +276,8 @@ class HookChain:
         return check_tool_patterns(self.hooks, tool_names, strict=strict)
 
     def for_tool(self, tool_name: str) -> PhaseHooks:
+        """The before-hooks, after-hooks and observers that apply to ``tool_name`` (cached per
+        name)."""
         found = self._cache.get(tool_name)
         if found is None:
             if not self.hooks:

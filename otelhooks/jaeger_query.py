@@ -32,10 +32,12 @@ class Trace:
 
     @property
     def start_ns(self) -> int:
+        """When the trace's first span started (ns since the epoch)."""
         return min((s.start_ns for s in self.spans), default=0)
 
     @property
     def root(self) -> TreeSpan | None:
+        """The trace's root span (the earliest span without a parent in the trace)."""
         ids = {s.span_id for s in self.spans}
         roots = [s for s in self.spans if s.parent_id not in ids]
         return min(roots, key=lambda s: s.start_ns) if roots else None
@@ -67,6 +69,7 @@ class JaegerQuery:
             raise QueryError(f"{url} did not answer JSON ({exc})") from None
 
     def services(self) -> list[str]:
+        """The service names Jaeger has traces of."""
         return sorted(str(s) for s in (self._get("/api/services").get("data") or []))
 
     def traces(

@@ -122,18 +122,23 @@ class RunResult:
 
     @property
     def text(self) -> str:
+        """The final assistant message's text."""
         return self.final.text
 
     @property
     def stop_reason(self) -> StopReason:
+        """Why the run stopped: ``stop``, ``length``, ``error``, ``aborted`` (``toolUse`` when a tool
+        ended it)."""
         return self.final.stop_reason
 
     @property
     def error_message(self) -> str | None:
+        """What went wrong, when the run ended with an error."""
         return self.final.error_message
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
+        """Every tool call the run's assistant messages asked for, in order."""
         return self.final.tool_calls
 
 
@@ -239,6 +244,7 @@ class Agent:
 
     @property
     def steering_mode(self) -> QueueMode:
+        """How queued steering messages are delivered: ``one-at-a-time`` or ``all``."""
         return self._steering_mode
 
     @steering_mode.setter
@@ -247,6 +253,7 @@ class Agent:
 
     @property
     def follow_up_mode(self) -> QueueMode:
+        """How queued follow-up messages are delivered: ``one-at-a-time`` or ``all``."""
         return self._follow_up_mode
 
     @follow_up_mode.setter
@@ -276,6 +283,7 @@ class Agent:
 
     @property
     def running(self) -> bool:
+        """Whether a run is in progress."""
         return self._signal is not None
 
     async def run(

@@ -146,6 +146,7 @@ class ToolSpec:
     parameters: Mapping[str, Any]
 
     def to_dict(self) -> dict[str, Any]:
+        """``{name, description, parameters}``, the shape most provider APIs take (a deep copy)."""
         return {
             "name": self.name,
             "description": self.description,

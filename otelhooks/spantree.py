@@ -35,6 +35,7 @@ class TreeSpan:
 
     @property
     def duration_ms(self) -> float:
+        """The span's duration in milliseconds."""
         return (self.end_ns - self.start_ns) / 1e6
 
     @classmethod
@@ -105,6 +106,7 @@ def _label(span: TreeSpan) -> str:
 
 
 def as_tree_spans(spans: Iterable[ReadableSpan | TreeSpan]) -> list[TreeSpan]:
+    """SDK spans as :class:`TreeSpan` values, for :func:`render_tree`."""
     return [s if isinstance(s, TreeSpan) else TreeSpan.from_readable(s) for s in spans]
 
 

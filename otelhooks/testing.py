@@ -36,9 +36,11 @@ class InMemoryTracing:
         return list(self.exporter.get_finished_spans())
 
     def clear(self) -> None:
+        """Forget the spans exported so far."""
         self.exporter.clear()
 
     def shutdown(self) -> None:
+        """Shut the provider down."""
         self.provider.shutdown()
 
     # -- finding spans -------------------------------------------------------------------------
@@ -134,6 +136,7 @@ class InMemoryTracing:
         return matches[0]
 
     def child_names(self, span: ReadableSpan) -> list[str]:
+        """The names of ``span``'s children, in start order."""
         return [c.name for c in self.children(span)]
 
     def assert_children(self, span: ReadableSpan, names: Sequence[str]) -> None:

@@ -54,10 +54,15 @@ class ToolError(Exception):
 
 
 class ToolNotFound(ToolError):
+    """The model named a tool that is not registered (an error result, never raised out of a
+    run)."""
+
     pass
 
 
 class InvalidArguments(ToolError):
+    """Arguments that do not match the tool's schema, or are not a JSON object."""
+
     pass
 
 
@@ -442,6 +447,7 @@ class ToolRegistry:
         return decorate(fn) if fn is not None else decorate
 
     def get(self, name: str) -> Tool | None:
+        """The tool registered as ``name``, or ``None``."""
         return self._tools.get(name)
 
     def resolve(self, call: ToolCall) -> Tool:
@@ -458,6 +464,8 @@ class ToolRegistry:
         return ToolNotFound(f"unknown tool {shown!r}; available tools: {known}")
 
     def specs(self) -> list[ToolSpec]:
+        """The registered tools as the model sees them (name, description, JSON schema), in
+        order."""
         return [t.spec for t in self._tools.values()]
 
     def __iter__(self) -> Iterator[Tool]:

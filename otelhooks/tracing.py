@@ -100,9 +100,11 @@ class ExportStats:
 
     @property
     def lost(self) -> int:
+        """Spans that never reached the exporter's destination (failed and dropped)."""
         return self.failed + self.dropped
 
     def summary(self) -> str:
+        """One line: how many spans were exported, to where, and how many were lost and why."""
         text = f"{self.exported} of {self.ended} spans exported to {self.destination}"
         if self.failed:
             text += f"; {self.failed} failed to export (is anything listening there?)"
@@ -129,6 +131,7 @@ class CountingExporter(SpanExporter):
         self.last_success = float("-inf")  # time.monotonic() of the last successful export
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Export and count the outcome."""
         try:
             result = self.inner.export(spans)
         except Exception:  # an exporter must never take the application down
@@ -144,9 +147,11 @@ class CountingExporter(SpanExporter):
         return result
 
     def shutdown(self) -> None:
+        """Shut the inner exporter down."""
         self.inner.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush the inner exporter."""
         return self.inner.force_flush(timeout_millis)
 
 
@@ -174,6 +179,8 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
         self.max_drain = max_drain
 
     def shutdown(self) -> None:
+        """Drain the queue while exports succeed, within the shutdown bound; count what is left as
+        dropped."""
         batch = self._batch_processor
         if batch._shutdown:
             return
@@ -223,6 +230,7 @@ class TracingSetup:
         return self.stats
 
     def force_flush(self, timeout_millis: int = 5000) -> bool:
+        """Export what is queued, within ``timeout_millis``."""
         return self.provider.force_flush(timeout_millis)
 
 
@@ -407,6 +415,7 @@ class RedactingOTLPSpanExporter(SpanExporter):
         self._scrub = scrub_span
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Scrub the spans, then export them over OTLP."""
         scrubbed = []
         for span in spans:
             try:
@@ -416,9 +425,11 @@ class RedactingOTLPSpanExporter(SpanExporter):
         return self.inner.export(scrubbed) if scrubbed else SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
+        """Shut the OTLP exporter down."""
         self.inner.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush the OTLP exporter."""
         return self.inner.force_flush(timeout_millis)
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: creates .venv, installs the package with its dev
-# extras, builds (or reuses) the pinned Jaeger binary, then runs ruff, mypy and pytest
-# (unit, fault-injection and Jaeger end-to-end tests) and a smoke run of the benchmarks.
+# extras (the MCP servers the tests drive and the documentation tools included), builds (or
+# reuses) the pinned Jaeger binary, then runs ruff, mypy, the strict documentation build and
+# pytest (unit, fault-injection and Jaeger end-to-end tests, every documentation code sample, and
+# a smoke run of the benchmarks).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k loop`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,4 +22,5 @@ fi
 .venv/bin/ruff check otelhooks tests examples benchmarks
 .venv/bin/ruff format --check otelhooks tests examples benchmarks
 .venv/bin/mypy
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

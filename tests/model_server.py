@@ -39,7 +39,8 @@ class Seen:
 class ModelServer:
     """``with ModelServer() as server:`` ... ``server.url`` ... ``server.queue(Reply(...))``."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, auto: bool = False) -> None:
+        self.auto = auto
         self.replies: deque[Reply] = deque()
         self.requests: list[Seen] = []
         self._stop = threading.Event()
@@ -56,13 +57,13 @@ class ModelServer:
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else None
                 server.requests.append(Seen(self.path, dict(self.headers), body))
-                reply = (
-                    server.replies.popleft()
-                    if server.replies
-                    else Reply(
-                        500, {"error": {"message": "no reply queued", "type": "server_error"}}
-                    )
-                )
+                if server.replies:
+                    reply = server.replies.popleft()
+                elif server.auto:
+                    reply = auto_reply(self.path, body or {})
+                else:
+                    error = {"message": "no reply queued", "type": "server_error"}
+                    reply = Reply(500, {"error": error})
                 server.answer(self, reply)
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -419,3 +420,87 @@ def anthropic_stream(
 
 def anthropic_error(type_: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": type_, "message": message}}
+
+
+# -- a model that answers anything (``python tests/model_server.py``) ---------------------------
+
+
+def _example_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    """Arguments for a tool's schema: each required property gets a plausible value."""
+    samples = {"string": "Paris", "integer": 1, "number": 1.0, "boolean": True}
+    properties = schema.get("properties") or {}
+    return {
+        name: samples.get(str(properties.get(name, {}).get("type")), "Paris")
+        for name in schema.get("required") or []
+    }
+
+
+def auto_reply(path: str, body: dict[str, Any]) -> Reply:
+    """A scripted model for any conversation: when tools are offered and none has answered
+    yet, call the first one; otherwise say what the last tool said (or hello)."""
+    if path.endswith("/messages"):  # Anthropic
+        messages = body.get("messages") or []
+        last = messages[-1]["content"] if messages else []
+        results = [b for b in last if isinstance(b, dict) and b.get("type") == "tool_result"]
+        tools = body.get("tools") or []
+        if results:
+            said = " ".join(
+                c["text"] for r in results for c in r["content"] if c.get("type") == "text"
+            )
+            return Reply(
+                events=anthropic_stream([{"type": "text", "text": f"The tool said: {said}"}])
+            )
+        if tools:
+            tool = tools[0]
+            call = {
+                "type": "tool_use",
+                "id": "toolu_auto",
+                "name": tool["name"],
+                "input": _example_arguments(tool["input_schema"]),
+            }
+            return Reply(events=anthropic_stream([call], "tool_use"))
+        return Reply(
+            events=anthropic_stream([{"type": "text", "text": "Hello from the test model."}])
+        )
+    if path.endswith("/responses"):
+        items = body.get("input") or []
+        outputs = [
+            i["output"]
+            for i in items
+            if isinstance(i, dict) and i.get("type") == "function_call_output"
+        ]
+        tools = body.get("tools") or []
+        if outputs:
+            return Reply(events=responses_stream(f"The tool said: {outputs[-1]}"))
+        if tools:
+            args = json.dumps(_example_arguments(tools[0]["parameters"]))
+            return Reply(events=responses_stream("", [("call_auto", tools[0]["name"], [args])]))
+        return Reply(events=responses_stream("Hello from the test model."))
+    messages = body.get("messages") or []
+    tools = body.get("tools") or []
+    if messages and messages[-1].get("role") == "tool":
+        return Reply(
+            events=chat_stream(
+                [f"The tool said: {messages[-1]['content']}"], model=body.get("model", "m")
+            )
+        )
+    if tools:
+        function = tools[0]["function"]
+        args = json.dumps(_example_arguments(function["parameters"]))
+        return Reply(
+            events=chat_stream(
+                [],
+                [("call_auto", function["name"], [args])],
+                "tool_calls",
+                model=body.get("model", "m"),
+            )
+        )
+    return Reply(events=chat_stream(["Hello from the test model."], model=body.get("model", "m")))
+
+
+if __name__ == "__main__":
+    import sys
+
+    with ModelServer(auto=True) as running:
+        print(running.url, flush=True)
+        sys.stdin.read()  # until the parent closes our stdin

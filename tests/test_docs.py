@@ -3,7 +3,10 @@
 A block marked ``<!-- fragment -->`` on the line before it is completed with
 ``tests/doc_prelude.py`` (the imports and objects the text introduced earlier); a block marked
 ``<!-- pytest -->`` is a test file, run by pytest in a fresh project (an empty directory with no
-pytest configuration); every other block must run on its own. Each block runs in a fresh
+pytest configuration); a block marked ``<!-- model-server -->`` runs with ``OPENAI_BASE_URL``,
+``ANTHROPIC_BASE_URL`` and ``LOCAL_MODEL_URL`` pointing at ``tests/model_server.py``, a local
+server that answers in the OpenAI and Anthropic wire formats (it calls the first tool offered,
+then says what the tool returned); every other block must run on its own. Each block runs in a fresh
 interpreter, in an empty directory, with no ``OTEL_*`` variable set.
 """
 
@@ -63,7 +66,41 @@ def test_the_docs_have_blocks_to_run() -> None:
 def test_block_runs_as_written(block: Block, tmp_path: Path) -> None:
     fragment = block.marker == "<!-- fragment -->"
     source = (PRELUDE + "\n" + block.code) if fragment else block.code
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OTEL_", "OPENAI_", "ANTHROPIC_", "LOCAL_MODEL"))
+    }
+    if block.marker == "<!-- model-server -->":
+        server = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "model_server.py")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        env.update(
+            {
+                "OPENAI_API_KEY": "sk-test",
+                "OPENAI_BASE_URL": f"{url}/v1",
+                "ANTHROPIC_API_KEY": "sk-ant-test",
+                "ANTHROPIC_BASE_URL": url,
+                "LOCAL_MODEL_URL": f"{url}/v1",
+            }
+        )
+    else:
+        server = None
+    try:
+        out = _run_block(block, source, env, tmp_path)
+    finally:
+        if server is not None:
+            server.communicate(timeout=10)
+    if server is not None:  # the block really talked to the model
+        assert "The tool said:" in out or "Hello from the test model." in out, out
+
+
+def _run_block(block: Block, source: str, env: dict[str, str], tmp_path: Path) -> str:
     if block.marker == "<!-- pytest -->":
         (tmp_path / "test_from_docs.py").write_text(source)
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tmp_path.name]
@@ -80,6 +117,7 @@ def test_block_runs_as_written(block: Block, tmp_path: Path) -> None:
         env=env,
     )
     assert done.returncode == 0, f"{block.id} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
 
 
 POLICY = re.compile(r"<!-- policy -->\n```toml\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -98,3 +136,50 @@ def test_policy_examples_load_and_host_configs_are_json() -> None:
     assert len(configs) >= 2
     for text in configs:
         json.loads(text)
+
+
+REFERENCE = re.compile(r"^::: (otelhooks[\w.]*)", re.MULTILINE)
+NOT_IN_REFERENCE = (
+    "otelhooks.cli",
+    "otelhooks.__main__",
+    "otelhooks.version",
+    "otelhooks.demo",
+    "otelhooks.transcript",
+    "otelhooks.pytest_plugin",
+    "otelhooks.builtin.secret_keys",
+)
+
+
+def test_the_api_reference_covers_every_module_and_every_public_name_has_a_docstring() -> None:
+    import importlib
+    import inspect
+    import pkgutil
+
+    import otelhooks
+
+    pages = (ROOT / "docs" / "reference").glob("*.md")
+    documented = {m for page in pages for m in REFERENCE.findall(page.read_text())}
+    modules = {
+        info.name
+        for info in pkgutil.walk_packages(otelhooks.__path__, "otelhooks.")
+        if not any(part.startswith("_") for part in info.name.split("."))
+        and not info.name.startswith(NOT_IN_REFERENCE)
+        and not info.ispkg
+    }
+    assert modules <= documented, sorted(modules - documented)
+    missing = []
+    for name in sorted(documented):
+        module = importlib.import_module(name)
+        for attr, obj in vars(module).items():
+            if attr.startswith("_") or getattr(obj, "__module__", None) != name:
+                continue
+            if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+                continue
+            if not (obj.__doc__ or "").strip():
+                missing.append(f"{name}.{attr}")
+            members = vars(obj).items() if inspect.isclass(obj) else ()
+            for member, value in members:
+                fn = value.fget if isinstance(value, property) else value
+                if not member.startswith("_") and inspect.isfunction(fn) and not fn.__doc__:
+                    missing.append(f"{name}.{attr}.{member}")
+    assert not missing, missing

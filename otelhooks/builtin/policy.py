@@ -32,6 +32,7 @@ class ToolAllowList:
         self.patterns = tuple(patterns)
 
     def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeDecision | None:
+        """Block a call of a tool no pattern allows."""
         if _matches(ctx.tool_call.name, self.patterns):
             return None
         allowed = ", ".join(self.patterns) or "none"
@@ -47,6 +48,7 @@ class ToolDenyList:
         self.patterns = tuple(patterns)
 
     def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeDecision | None:
+        """Block a call of a tool a pattern denies."""
         for pattern in self.patterns:
             if fnmatch.fnmatchcase(ctx.tool_call.name, pattern):
                 return block(f"tool {ctx.tool_call.name!r} is denied by policy ({pattern})")
@@ -80,6 +82,7 @@ class PathGuard(_ArgumentGuard):
         self.root = PurePosixPath(os.path.normpath(root))
 
     def check(self, value: Any) -> str | None:
+        """The problem with ``value`` as a path under the root, or ``None``."""
         if not isinstance(value, str):
             return "must be a path string"
         path = PurePosixPath(value)
@@ -104,6 +107,7 @@ class UrlHostGuard(_ArgumentGuard):
         self.hosts = tuple(h.lower() for h in hosts)
 
     def check(self, value: Any) -> str | None:
+        """The problem with ``value`` as a URL to an allowed host, or ``None``."""
         if not isinstance(value, str):
             return "must be a URL string"
         try:
@@ -136,6 +140,7 @@ class ArgumentPattern(_ArgumentGuard):
         self.description = description or f"match {regex!r}"
 
     def check(self, value: Any) -> str | None:
+        """The problem with ``value`` against the pattern, or ``None``."""
         if not isinstance(value, str) or self.regex.fullmatch(value) is None:
             return f"must {self.description}"
         return None
@@ -157,6 +162,7 @@ class CallLimit:
         self._lock = threading.Lock()
 
     def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeDecision | None:
+        """Count the call; block it once the run reached the limit."""
         key = (ctx.context.run_id, "*" if self.shared else ctx.tool_call.name)
         with self._lock:
             count = self._counts.get(key, 0) + 1

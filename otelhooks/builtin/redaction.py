@@ -635,6 +635,7 @@ class RedactionHook:
         self.redactor = redactor
 
     def after_tool_call(self, ctx: AfterToolCallContext) -> AfterOverride | None:
+        """Redact the result's content and details (an override only when something was found)."""
         content, content_paths = self.redactor.redact(ctx.result.content, "result")
         details, detail_paths = self.redactor.redact(ctx.result.details, "details")
         paths = content_paths + detail_paths

@@ -31,10 +31,12 @@ class RedactingSpanProcessor(SpanProcessor):
         self.downstream = downstream
 
     def on_start(self, span: Any, parent_context: otel_context.Context | None = None) -> None:
+        """Pass the start on to the processors downstream."""
         for processor in self.downstream:
             processor.on_start(span, parent_context=parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
+        """Scrub the ended span and pass the copy on (a span that cannot be scrubbed is dropped)."""
         try:
             scrubbed = self.scrub(span)
         except Exception:  # never let a secret through because redaction failed: drop the span
@@ -43,13 +45,16 @@ class RedactingSpanProcessor(SpanProcessor):
             processor.on_end(scrubbed)
 
     def scrub(self, span: ReadableSpan) -> ReadableSpan:
+        """A copy of ``span`` with its attributes, events, links and status scrubbed."""
         return scrub_span(self.redactor, span)
 
     def shutdown(self) -> None:
+        """Shut the downstream processors down."""
         for processor in self.downstream:
             processor.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush the downstream processors within ``timeout_millis``."""
         return all(p.force_flush(timeout_millis) for p in self.downstream)
 
 

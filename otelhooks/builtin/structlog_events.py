@@ -56,6 +56,7 @@ class StructlogEvents:
         self.mirror_to_span = mirror_to_span
 
     def on_tool_call_end(self, record: ToolCallRecord) -> None:
+        """Log the call's outcome (completed, blocked or failed) with the trace ids."""
         fields: dict[str, Any] = {
             "tool_name": record.tool_name,
             "call_id": record.tool_call.id,

@@ -373,10 +373,12 @@ class MCPServerTools:
 
     @property
     def connected(self) -> bool:
+        """Whether the connection to the server is up."""
         return self._client is not None and self._owner is not None and not self._owner.done()
 
     @property
     def protocol_version(self) -> str | None:
+        """The MCP protocol version negotiated (``None`` when not connected)."""
         client = self._client
         return client.protocol_version if client is not None else None
 

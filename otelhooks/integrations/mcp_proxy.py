@@ -213,6 +213,7 @@ class MCPProxy:
         return Server(self.policy.name, version=_version(), **handlers)
 
     def initialization_options(self, server: Server[Any]) -> Any:
+        """The options ``server.run`` takes: tools/list changes announced."""
         return server.create_initialization_options(NotificationOptions(tools_changed=True))
 
     async def serve_stdio(self) -> None:

@@ -208,6 +208,7 @@ class AnthropicMessages:
         return kwargs
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        """One streamed message as stream events (see the module's documentation)."""
         text: list[str] = []
         final: Any = None
         with Attempts():

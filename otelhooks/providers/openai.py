@@ -155,6 +155,7 @@ def _chat_assistant(message: AssistantMessage) -> dict[str, Any]:
 
 
 def chat_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Tool specs as Chat Completions ``tools`` (function tools)."""
     return [
         {
             "type": "function",
@@ -241,6 +242,7 @@ class OpenAIChat(_OpenAIBase):
         return kwargs
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        """One streamed chat completion as stream events (see the module's documentation)."""
         text: list[str] = []
         refusal: list[str] = []
         calls: dict[int, _PartialCall] = {}
@@ -458,6 +460,7 @@ class OpenAIResponses(_OpenAIBase):
         return kwargs
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        """One streamed response as stream events (see the module's documentation)."""
         text: list[str] = []
         final: Any = None
         failure: str | None = None

@@ -55,6 +55,7 @@ class ScriptedProvider:
         self.requests: list[ProviderRequest] = []
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
+        """Replay the next step: its text in chunks, its tool calls, then ``Done``."""
         index = len(self.requests)
         self.requests.append(request)
         if index < len(self.steps):
