@@ -127,8 +127,8 @@ class RunResult:
 
     @property
     def stop_reason(self) -> StopReason:
-        """Why the run stopped: ``stop``, ``length``, ``error``, ``aborted`` (``toolUse`` when a tool
-        ended it)."""
+        """Why the run stopped: ``stop``, ``length``, ``error``, ``aborted`` (``toolUse`` when a
+        tool ended it)."""
         return self.final.stop_reason
 
     @property
