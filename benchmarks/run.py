@@ -808,7 +808,7 @@ def bench_shutdown(quick: bool) -> None:
             stats = setup.shutdown()
             seconds = time.perf_counter() - start
             out[label] = {"seconds": seconds, "ended": stats.ended, "lost": stats.lost}
-            verdict = "✓" if seconds <= 3.5 else "missed"
+            verdict = "✓" if seconds <= 3.0 else "missed"
             row(
                 "9",
                 f"{label}: shutdown with {spans:,} spans queued",

@@ -55,7 +55,8 @@ logger = logging.getLogger("otelhooks.tracing")
 DEFAULT_SERVICE_NAME: Final = "otelhooks"
 DEFAULT_EXPORTER: Final = "console"
 DEFAULT_EXPORT_TIMEOUT_S: Final = 2.0
-DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 3.0
+SHUTDOWN_BUDGET_S: Final = 3.0  # all of TracingSetup.shutdown() with a dead endpoint
+DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 2.5  # the queue's share; metrics and the rest fit in 3 s
 EXPORTER_KINDS: Final = ("console", "otlp", "memory", "none")
 
 # Batch settings that carry a burst of 10,000 tool calls (40,000+ spans) into a reachable
@@ -218,13 +219,15 @@ class TracingSetup:
     def shutdown(self) -> ExportStats:
         """Flush and shut down, bounded (see ``shutdown_timeout``); a global provider someone
         else configured is only flushed, not shut down. Metrics are exported one last time."""
+        started = time.monotonic()
         if self.uses_global:
             self.provider.force_flush(int(DEFAULT_SHUTDOWN_TIMEOUT_S * 1000))
         else:
             self.provider.shutdown()
         if self.meter_provider is not None:
+            left = max(0.2, SHUTDOWN_BUDGET_S - (time.monotonic() - started))
             try:
-                self.meter_provider.shutdown(timeout_millis=DEFAULT_SHUTDOWN_TIMEOUT_S * 1000)
+                self.meter_provider.shutdown(timeout_millis=left * 1000)
             except Exception:  # an exporter that fails at the end costs only its metrics
                 logger.debug("metrics shutdown failed", exc_info=True)
         return self.stats

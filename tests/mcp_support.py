@@ -65,6 +65,20 @@ def git_command(repository: Path) -> list[str]:
     return [installed("mcp-server-git"), "--repository", str(repository)]
 
 
+def proxy_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``otelhooks mcp proxy ARGS`` run as a user runs it (no traces exported)."""
+    import os
+
+    return subprocess.run(
+        [sys.executable, "-m", "otelhooks", "mcp", "proxy", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=str(HERE.parent),
+        env={**os.environ, "OTEL_TRACES_EXPORTER": "none"},
+    )
+
+
 def records(path: Path, event: str | None = None, **fields: Any) -> list[dict[str, Any]]:
     """What the fault server recorded (``event`` and field values to match)."""
     if not path.exists():

@@ -3,7 +3,6 @@ kind of mistake (never a proxy that starts allowing everything)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +17,8 @@ from otelhooks.integrations.mcp_policy import (
     parse_policy,
     upstream_from_command,
 )
+
+from .mcp_support import proxy_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -217,24 +218,8 @@ def test_the_cli_refuses_to_start_on_a_bad_policy(tmp_path: Path) -> None:
     policy = tmp_path / "policy.toml"
     policy.write_text('[tools]\ndeny = ["git_commit"]\n\n[[guard]]\nkind = "path"\nargument = 3\n')
     marker = tmp_path / "started"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "otelhooks",
-            "mcp",
-            "proxy",
-            "--policy",
-            str(policy),
-            "--",
-            sys.executable,
-            "-c",
-            f"open({str(marker)!r}, 'w')",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=str(ROOT),
+    done = proxy_cli(
+        "--policy", str(policy), "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"
     )
     assert done.returncode == 2
     assert done.stderr.strip() == (
@@ -245,11 +230,6 @@ def test_the_cli_refuses_to_start_on_a_bad_policy(tmp_path: Path) -> None:
 
 
 def test_the_cli_says_what_is_missing_without_an_upstream() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "otelhooks", "mcp", "proxy"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = proxy_cli()
     assert done.returncode == 2
     assert "no upstream" in done.stderr and done.stdout == ""

@@ -29,6 +29,7 @@ from .mcp_support import (
     fault_command,
     git_command,
     git_repository,
+    proxy_cli,
     records,
     time_command,
     wait_for_record,
@@ -337,25 +338,7 @@ async def test_host_proxy_and_server_are_one_trace(
 
 async def test_unknown_rules_warn_with_the_tools_there_are(tmp_path: Path) -> None:
     policy = write_policy(tmp_path / "policy.toml", '[tools]\ndeny = ["get_weather"]\n')
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "otelhooks",
-            "mcp",
-            "proxy",
-            "--policy",
-            str(policy),
-            "--check",
-            "--",
-            *time_command(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=str(ROOT),
-        env={**os.environ, "OTEL_TRACES_EXPORTER": "none"},
-    )
+    done = proxy_cli("--policy", str(policy), "--check", "--", *time_command())
     assert done.returncode == 0, done.stderr
     assert "'get_weather' matches no registered tool" in done.stderr
     assert "convert_time, get_current_time" in done.stderr
@@ -364,24 +347,6 @@ async def test_unknown_rules_warn_with_the_tools_there_are(tmp_path: Path) -> No
     strict = write_policy(
         tmp_path / "strict.toml", '[proxy]\nstrict = true\n[tools]\ndeny = ["get_weather"]\n'
     )
-    refused = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "otelhooks",
-            "mcp",
-            "proxy",
-            "--policy",
-            str(strict),
-            "--check",
-            "--",
-            *time_command(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=str(ROOT),
-        env={**os.environ, "OTEL_TRACES_EXPORTER": "none"},
-    )
+    refused = proxy_cli("--policy", str(strict), "--check", "--", *time_command())
     assert refused.returncode == 1
     assert "get_weather" in refused.stderr

@@ -28,6 +28,15 @@ async def count_attempt(request: Any) -> None:
         attempts[0] += 1
 
 
+def counting_client(
+    client_class: Callable[..., Any], http_class: Callable[..., Any], **options: Any
+) -> Any:
+    """An SDK client (``AsyncOpenAI``, ``AsyncAnthropic``) whose HTTP client counts every
+    attempt, so that the SDK's retries can be recorded."""
+    http = http_class(event_hooks={"request": [count_attempt]})
+    return client_class(http_client=http, **options)
+
+
 class Attempts:
     """Counts the HTTP requests of one provider call (the SDK's retries included) and records
     the retries on the current (``chat``) span."""

@@ -34,7 +34,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._common import Attempts, count_attempt, error_message, server_of
+from ._common import Attempts, counting_client, error_message, server_of
 from .base import Done, ProviderRequest, StreamEvent, TextChunk, ToolCallChunk
 
 PROVIDER: Final = "anthropic"
@@ -142,13 +142,13 @@ class AnthropicMessages:
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         if client is None:
-            http = anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [count_attempt]})
-            client = AsyncAnthropic(
+            client = counting_client(
+                AsyncAnthropic,
+                anthropic.DefaultAsyncHttpxClient,
                 api_key=api_key,
                 base_url=base_url,
                 timeout=timeout,
                 max_retries=max_retries,
-                http_client=http,
                 open_telemetry=False,
             )
         self.client = client
@@ -214,6 +214,7 @@ class AnthropicMessages:
         with Attempts():
             try:
                 async with self.client.messages.stream(**self._request(request)) as stream:
+                    event: Any  # the SDK's stream events, told apart by their type
                     async for event in stream:
                         if event.type == "text":
                             text.append(event.text)

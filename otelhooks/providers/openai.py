@@ -31,7 +31,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._common import Attempts, count_attempt, decode_arguments, error_message, server_of, wrapped
+from ._common import Attempts, counting_client, decode_arguments, error_message, server_of, wrapped
 from .base import Done, ModelParams, ProviderRequest, StreamEvent, TextChunk, ToolCallChunk
 
 DEFAULT_TIMEOUT: Final = 120.0
@@ -60,13 +60,13 @@ class _OpenAIBase:
         extra_body: Mapping[str, Any] | None,
     ) -> None:
         if client is None:
-            http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [count_attempt]})
-            client = AsyncOpenAI(
+            client = counting_client(
+                AsyncOpenAI,
+                openai.DefaultAsyncHttpxClient,
                 api_key=api_key,
                 base_url=base_url,
                 timeout=timeout,
                 max_retries=max_retries,
-                http_client=http,
             )
         self.client = client
         self.server_address, self.server_port = server_of(client.base_url)
