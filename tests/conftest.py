@@ -1,9 +1,13 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from otelhooks import Hooks, ToolExecutor, ToolRegistry
 from otelhooks.testing import InMemoryTracing
+
+from .jaeger_support import CONFIG_DIR, Collector, require_jaeger, run_collector
 
 
 @pytest.fixture
@@ -28,3 +32,11 @@ def executor(
     registry: ToolRegistry, hooks: Hooks, otelhooks_tracing: InMemoryTracing
 ) -> ToolExecutor:
     return ToolExecutor(registry, hooks, tracer_provider=otelhooks_tracing.provider)
+
+
+@pytest.fixture(scope="module")
+def jaeger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
+    """A real Jaeger (the pinned binary, in-memory storage) on free ports, for one test module."""
+    binary = require_jaeger()
+    with run_collector(binary, CONFIG_DIR / "jaeger.yaml", tmp_path_factory.mktemp("jaeger")) as c:
+        yield c

@@ -14,7 +14,6 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,25 +24,15 @@ from opentelemetry import propagate
 from otelhooks.tracing import setup_tracing
 
 from .jaeger_support import (
-    CONFIG_DIR,
     Collector,
     http_get,
     parent_id,
-    require_jaeger,
-    run_collector,
     tags,
 )
 from .mcp_support import time_command
 
 pytestmark = pytest.mark.jaeger
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def jaeger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
-    binary = require_jaeger()
-    with run_collector(binary, CONFIG_DIR / "jaeger.yaml", tmp_path_factory.mktemp("jaeger")) as c:
-        yield c
 
 
 def wait_for_trace(

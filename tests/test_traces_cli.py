@@ -10,7 +10,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,13 +20,6 @@ from otelhooks.jaeger_query import JaegerQuery
 from .jaeger_support import CONFIG_DIR, Collector, free_ports, require_jaeger, run_collector
 
 pytestmark = pytest.mark.jaeger
-
-
-@pytest.fixture(scope="module")
-def jaeger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Collector]:
-    binary = require_jaeger()
-    with run_collector(binary, CONFIG_DIR / "jaeger.yaml", tmp_path_factory.mktemp("jaeger")) as c:
-        yield c
 
 
 def otelhooks(
