@@ -126,6 +126,9 @@ async def test_blocked_calls_never_reach_the_server_and_secrets_never_reach_the_
         blocked = await host.call_tool("echo", {"text": "should not arrive"})
         leak = await host.call_tool("leak", {})
         config = await host.read_resource("config://app")
+        listed = await host.list_resources()
+        prompts = await host.list_prompts()
+        prompt = await host.get_prompt("review", {"code": "print(1)"})
     assert blocked.is_error and "denied by policy" in text_of(blocked)
     assert not records(record, "tool", name="echo")
     assert records(record, "tool", name="leak")  # the server did answer ...
@@ -133,6 +136,9 @@ async def test_blocked_calls_never_reach_the_server_and_secrets_never_reach_the_
     assert SECRET not in wire  # ... but the host only saw it redacted
     assert "[REDACTED:github_token]" in text_of(leak)
     assert "api_token=[REDACTED:" in config.contents[0].text  # type: ignore[union-attr]
+    assert [str(r.uri) for r in listed.resources] == ["config://app"]  # passed through
+    assert [p.name for p in prompts.prompts] == ["review"]
+    assert prompt.messages[0].content.text == "Review this code:\nprint(1)"  # type: ignore[union-attr]
 
 
 async def test_content_progress_and_cancellation_pass_through(record: Path) -> None:

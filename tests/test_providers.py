@@ -592,3 +592,56 @@ async def test_event_only_capture_puts_the_content_on_an_event(
     (event,) = otelhooks_tracing.events(chat, "gen_ai.client.inference.operation.details")
     assert json.loads(event["gen_ai.input.messages"])[0]["parts"][0]["content"] == "status?"
     assert json.loads(event["gen_ai.output.messages"])[0]["parts"][0]["content"] == "All good."
+
+
+def test_images_in_tool_results_go_where_each_api_allows_them() -> None:
+    from otelhooks import AssistantMessage, MediaContent, ToolCall, ToolResult, UserMessage
+    from otelhooks.cancel import CancelSignal
+    from otelhooks.providers import ProviderRequest
+    from otelhooks.providers.anthropic import anthropic_messages
+    from otelhooks.providers.openai import chat_messages, response_input
+
+    png = MediaContent("image", "iVBORw0KGgo=", "image/png")
+    request = ProviderRequest(
+        "m",
+        "",
+        (
+            UserMessage("Take a screenshot"),
+            AssistantMessage(tool_calls=(ToolCall("c1", "screenshot", {}),), stop_reason="toolUse"),
+            ToolResult("c1", "screenshot", "the screen", media=(png,)),
+        ),
+        (),
+        CancelSignal(),
+    )
+    chat = chat_messages(request)
+    assert chat[2] == {"role": "tool", "tool_call_id": "c1", "content": "the screen"}
+    assert chat[3]["role"] == "user"  # Chat Completions: tool messages carry no images
+    assert chat[3]["content"][1]["image_url"]["url"] == "data:image/png;base64,iVBORw0KGgo="
+    responses = response_input(request, "openai")
+    assert responses[2]["output"][1] == {
+        "type": "input_image",
+        "image_url": "data:image/png;base64,iVBORw0KGgo=",
+    }
+    claude = anthropic_messages(request)
+    result = claude[2]["content"][0]
+    assert result["type"] == "tool_result" and result["content"][1]["type"] == "image"
+    assert result["content"][1]["source"]["data"] == "iVBORw0KGgo="
+
+
+async def test_tool_choice_reaches_each_api(server: ModelServer) -> None:
+    server.queue(
+        Reply(events=chat_stream(["a"])),
+        Reply(events=responses_stream("b")),
+        Reply(events=anthropic_stream([{"type": "text", "text": "c"}])),
+    )
+    params = ModelParams(tool_choice="get_weather")
+    for provider in (
+        OpenAIChat(api_key="k", base_url=f"{server.url}/v1", max_retries=0),
+        OpenAIResponses(api_key="k", base_url=f"{server.url}/v1", max_retries=0),
+        AnthropicMessages(api_key="k", base_url=server.url, max_retries=0),
+    ):
+        await Agent(provider, tools=weather_tools(), model="m", params=params).run("go")
+    chat, responses, claude = (r.body["tool_choice"] for r in server.requests)
+    assert chat == {"type": "function", "function": {"name": "get_weather"}}
+    assert responses == {"type": "function", "name": "get_weather"}
+    assert claude == {"type": "tool", "name": "get_weather"}

@@ -229,3 +229,25 @@ def test_a_burst_of_10000_calls_with_a_stdout_logger_loses_no_span() -> None:
     assert done.returncode == 0, done.stderr
     stats = __import__("json").loads(done.stderr.strip().splitlines()[-1])
     assert stats["ended"] == 40_000 and stats["exported"] == 40_000 and stats["dropped"] == 0
+
+
+def test_setup_tracing_adds_a_meter_provider_for_metrics() -> None:
+    import asyncio
+    import io
+
+    from otelhooks import ToolCall, ToolExecutor, ToolRegistry
+    from otelhooks.tracing import setup_tracing
+
+    out = io.StringIO()
+    setup = setup_tracing("memory", metrics="console", console_out=out)
+    assert setup.meter_provider is not None and setup.metrics_destination == "the console"
+    registry = ToolRegistry()
+    registry.register(lambda text: text, name="echo")
+    executor = ToolExecutor(
+        registry, tracer_provider=setup.provider, meter_provider=setup.meter_provider
+    )
+    asyncio.run(executor.execute(ToolCall("1", "echo", {"text": "hi"})))
+    setup.shutdown()
+    exported = out.getvalue()
+    assert '"otelhooks.tool.calls"' in exported and '"otelhooks.tool.outcome": "allow"' in exported
+    assert setup_tracing("memory").meter_provider is None  # no metrics unless asked for
