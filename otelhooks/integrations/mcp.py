@@ -260,6 +260,7 @@ class MCPServerTools:
         self._stop: asyncio.Event | None = None
         self._lock = asyncio.Lock()
         self._failure: BaseException | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self._span_attributes: dict[str, Any] = self._transport_attributes()
 
     # -- life --------------------------------------------------------------------------------
@@ -566,7 +567,9 @@ class MCPServerTools:
     async def _on_message(self, message: Any) -> None:
         notification = getattr(message, "root", message)
         if isinstance(notification, mcp_types.ToolListChangedNotification):
-            asyncio.get_running_loop().create_task(self._refresh_quietly())
+            task = asyncio.get_running_loop().create_task(self._refresh_quietly())
+            self._background.add(task)  # held until done: the loop keeps only weak references
+            task.add_done_callback(self._background.discard)
 
     async def _watch_tools(self, client: Client) -> None:
         """On a 2026-07-28 connection, listen for changes of the tool list."""
