@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from otelhooks import attributes as A
+from otelhooks.telemetry import attributes as A
 
 Callback = Callable[[str, str], str | None]
 

@@ -23,7 +23,7 @@ from benchmarks.run import make_registry
 from otelhooks import Hooks, ToolCall, ToolExecutor
 from otelhooks.builtin import RedactingProcessor, RedactionHook, Redactor, StructlogEvents
 from otelhooks.builtin.structlog_events import add_trace_context
-from otelhooks.tracing import setup_tracing
+from otelhooks.telemetry.tracing import setup_tracing
 
 # The SDK's own BatchSpanProcessor defaults (before otelhooks chose its own).
 SDK_DEFAULTS = {"max_queue_size": 2048, "schedule_delay_millis": 5000, "max_export_batch_size": 512}

@@ -12,7 +12,7 @@ import sys
 from benchmarks.run import make_registry
 from otelhooks import Hooks, ToolCall, ToolExecutor
 from otelhooks.builtin import RedactionHook, Redactor
-from otelhooks.tracing import setup_tracing
+from otelhooks.telemetry.tracing import setup_tracing
 
 from .burst_child import SDK_DEFAULTS
 

@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry  # noqa: E402
 from otelhooks.builtin import RedactionHook, Redactor  # noqa: E402
-from otelhooks.integrations.mcp import MCPServerTools  # noqa: E402
-from otelhooks.testing import in_memory_tracing  # noqa: E402
+from otelhooks.integrations.mcp.client import MCPServerTools  # noqa: E402
+from otelhooks.telemetry.testing import in_memory_tracing  # noqa: E402
 
 TIME_SERVER = [sys.executable, "-m", "mcp_server_time", "--local-timezone", "UTC"]
 ARGS = {"timezone": "Europe/Paris"}

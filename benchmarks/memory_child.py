@@ -12,7 +12,7 @@ import sys
 from benchmarks.run import SinkExporter, default_hooks, make_logger, make_registry
 from otelhooks import ToolCall, ToolExecutor
 from otelhooks.builtin import Redactor
-from otelhooks.tracing import setup_tracing
+from otelhooks.telemetry.tracing import setup_tracing
 
 
 def peak_rss_mib() -> int:

@@ -37,7 +37,7 @@ def otelhooks_runner() -> Runner:
     from benchmarks.run import default_hooks, make_logger, sdk_provider
     from otelhooks import AssistantMessage, ToolCall, ToolRegistry
     from otelhooks.builtin import Redactor
-    from otelhooks.loop import Agent
+    from otelhooks.core.loop import Agent
     from otelhooks.providers import ScriptedProvider
 
     redactor = Redactor()

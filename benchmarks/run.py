@@ -44,7 +44,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry  # noqa: E402
-from otelhooks import attributes as A  # noqa: E402
 from otelhooks.builtin import (  # noqa: E402
     RedactingProcessor,
     RedactionHook,
@@ -53,6 +52,7 @@ from otelhooks.builtin import (  # noqa: E402
     add_trace_context,
 )
 from otelhooks.builtin.span_redaction import RedactingSpanProcessor  # noqa: E402
+from otelhooks.telemetry import attributes as A  # noqa: E402
 
 RESULTS: dict[str, Any] = {}
 ROWS: list[tuple[str, str, str, str]] = []  # section, measurement, value, target/verdict
@@ -785,7 +785,7 @@ def bench_shutdown(quick: bool) -> None:
     print("\n9. Shutdown with a full queue and an endpoint that is down or silent")
     import socket
 
-    from otelhooks.tracing import setup_tracing
+    from otelhooks.telemetry.tracing import setup_tracing
 
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
@@ -869,7 +869,7 @@ def bench_startup(quick: bool) -> None:
         plugin: list[float] = []
         no_plugin: list[float] = []
         for _ in range(rounds):
-            with_it = [*base, "-p", "otelhooks.pytest_plugin"]
+            with_it = [*base, "-p", "otelhooks.telemetry.pytest_plugin"]
             plugin += _wall(with_it, cwd=Path(tmp), rounds=1, env=env)
             no_plugin += _wall(base, cwd=Path(tmp), rounds=1, env=env)
     cost = (statistics.median(plugin) - statistics.median(no_plugin)) * 1000

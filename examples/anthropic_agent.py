@@ -12,11 +12,11 @@ import sys
 
 from _weather import PROMPT, default_hooks, tools
 
-from otelhooks.loop import Agent
+from otelhooks.core.loop import Agent
 from otelhooks.providers import ModelParams
 from otelhooks.providers.anthropic import AnthropicMessages
-from otelhooks.spantree import render_tree
-from otelhooks.testing import in_memory_tracing
+from otelhooks.telemetry.spantree import render_tree
+from otelhooks.telemetry.testing import in_memory_tracing
 
 
 async def main() -> None:

@@ -21,9 +21,9 @@ from otelhooks import (
     rewrite,
 )
 from otelhooks.builtin import CallLimit, PathGuard
-from otelhooks.loop import Agent
+from otelhooks.core.loop import Agent
 from otelhooks.providers import ScriptedProvider, quote_last_tool_result
-from otelhooks.testing import in_memory_tracing
+from otelhooks.telemetry.testing import in_memory_tracing
 
 tools = ToolRegistry()
 

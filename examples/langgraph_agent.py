@@ -14,8 +14,8 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from otelhooks.integrations.langchain import with_boundary
-from otelhooks.spantree import render_tree
-from otelhooks.testing import in_memory_tracing
+from otelhooks.telemetry.spantree import render_tree
+from otelhooks.telemetry.testing import in_memory_tracing
 
 model = FakeMessagesListChatModel(
     responses=[

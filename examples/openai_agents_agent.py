@@ -21,8 +21,8 @@ from openai.types.responses import (
 )
 
 from otelhooks.integrations.openai_agents import with_boundary
-from otelhooks.spantree import render_tree
-from otelhooks.testing import in_memory_tracing
+from otelhooks.telemetry.spantree import render_tree
+from otelhooks.telemetry.testing import in_memory_tracing
 
 
 class Scripted(Model):

@@ -6,10 +6,10 @@ python examples/parallel_tools.py
 import asyncio
 
 from otelhooks import AssistantMessage, ToolCall, ToolContext, ToolRegistry
-from otelhooks.events import ToolExecutionEnd, ToolExecutionUpdate
-from otelhooks.loop import Agent
+from otelhooks.core.events import ToolExecutionEnd, ToolExecutionUpdate
+from otelhooks.core.loop import Agent
 from otelhooks.providers import ScriptedProvider, quote_last_tool_result
-from otelhooks.testing import in_memory_tracing
+from otelhooks.telemetry.testing import in_memory_tracing
 
 tools = ToolRegistry()
 

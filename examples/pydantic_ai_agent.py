@@ -11,8 +11,8 @@ from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolRetu
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from otelhooks.integrations.pydantic_ai import OtelhooksCapability
-from otelhooks.spantree import render_tree
-from otelhooks.testing import in_memory_tracing
+from otelhooks.telemetry.spantree import render_tree
+from otelhooks.telemetry.testing import in_memory_tracing
 
 
 def model(messages: list, info: AgentInfo) -> ModelResponse:

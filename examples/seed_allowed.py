@@ -6,9 +6,9 @@ python examples/seed_allowed.py
 import asyncio
 
 from otelhooks import AfterToolCallContext, AssistantMessage, Hooks, ToolCall, ToolRegistry
-from otelhooks.loop import Agent
+from otelhooks.core.loop import Agent
 from otelhooks.providers import ScriptedProvider, quote_last_tool_result
-from otelhooks.testing import in_memory_tracing
+from otelhooks.telemetry.testing import in_memory_tracing
 
 tools = ToolRegistry()
 

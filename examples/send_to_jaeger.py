@@ -21,9 +21,9 @@ from otelhooks.builtin import (
     StructlogEvents,
     add_trace_context,
 )
-from otelhooks.loop import Agent
+from otelhooks.core.loop import Agent
 from otelhooks.providers import ScriptedProvider, quote_last_tool_result
-from otelhooks.tracing import RECOMMENDED_BATCH, setup_tracing
+from otelhooks.telemetry.tracing import RECOMMENDED_BATCH, setup_tracing
 
 redactor = Redactor()
 structlog.configure(

@@ -1,22 +1,34 @@
 """otelhooks: agent tool calls as before -> run -> after, one OpenTelemetry span tree per call.
 
+The packages show the architecture: :mod:`otelhooks.core` (messages, tools, hooks, the executor,
+the loop), :mod:`otelhooks.telemetry` (attribute names, content capture, tracing and metrics
+set-up, span trees, test helpers), :mod:`otelhooks.builtin` (the hooks that come with it),
+:mod:`otelhooks.providers` (models), :mod:`otelhooks.integrations` (MCP, frameworks) and
+:mod:`otelhooks.cli` (the command).
+
 The public names below are imported on first use (PEP 562), so ``import otelhooks`` (and the
 pytest plugin every pytest session of a project loads) costs next to nothing; a name costs its
-module's import the first time it is used.
+module's import the first time it is used. ``setup_tracing`` and ``in_memory_tracing`` need the
+``sdk`` extra.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ._lazy import lazy_names
 from .version import __version__
 
 if TYPE_CHECKING:
-    from .cancel import CancelSignal
-    from .content import Capture
-    from .execute import DEFAULT_TOOL_TIMEOUT, PreparedCall, ToolExecutor
-    from .hooks import (
+    from .core.cancel import (
+        CancelSignal,
+    )
+    from .core.execute import (
+        DEFAULT_TOOL_TIMEOUT,
+        PreparedCall,
+        ToolExecutor,
+    )
+    from .core.hooks import (
         FAIL_CLOSED,
         FAIL_OPEN,
         KEEP,
@@ -34,8 +46,12 @@ if TYPE_CHECKING:
         block,
         rewrite,
     )
-    from .loop import Agent, AgentStateError, RunResult
-    from .messages import (
+    from .core.loop import (
+        Agent,
+        AgentStateError,
+        RunResult,
+    )
+    from .core.messages import (
         AgentContext,
         AgentMessage,
         AssistantMessage,
@@ -49,7 +65,7 @@ if TYPE_CHECKING:
         Usage,
         UserMessage,
     )
-    from .tools import (
+    from .core.tools import (
         InvalidArguments,
         Tool,
         ToolContext,
@@ -59,56 +75,86 @@ if TYPE_CHECKING:
         ToolRegistry,
         make_tool,
     )
+    from .telemetry.content import (
+        Capture,
+    )
+    from .telemetry.testing import (
+        InMemoryTracing,
+        in_memory_tracing,
+    )
+    from .telemetry.tracing import (
+        TracingSetup,
+        setup_tracing,
+    )
 
-_MODULES: dict[str, tuple[str, ...]] = {
-    "cancel": ("CancelSignal",),
-    "content": ("Capture",),
-    "execute": ("DEFAULT_TOOL_TIMEOUT", "PreparedCall", "ToolExecutor"),
-    "hooks": (
-        "FAIL_CLOSED",
-        "FAIL_OPEN",
-        "KEEP",
-        "AfterOverride",
-        "AfterToolCallContext",
-        "BeforeDecision",
-        "BeforeToolCallContext",
-        "HookChain",
-        "Hooks",
-        "RegisteredHook",
-        "ToolCallRecord",
-        "UnmatchedToolPattern",
-        "UnmatchedToolPatternError",
-        "allow",
-        "block",
-        "rewrite",
-    ),
-    "loop": ("Agent", "AgentStateError", "RunResult"),
-    "messages": (
-        "AgentContext",
-        "AgentMessage",
-        "AssistantMessage",
-        "CustomMessage",
-        "MediaContent",
-        "Message",
-        "ThinkingBlock",
-        "ToolCall",
-        "ToolResult",
-        "ToolSpec",
-        "Usage",
-        "UserMessage",
-    ),
-    "tools": (
-        "InvalidArguments",
-        "Tool",
-        "ToolContext",
-        "ToolError",
-        "ToolNotFound",
-        "ToolOutput",
-        "ToolRegistry",
-        "make_tool",
-    ),
-}
-_WHERE = {name: module for module, names in _MODULES.items() for name in names}
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    globals(),
+    {
+        "core.cancel": ("CancelSignal",),
+        "core.execute": (
+            "DEFAULT_TOOL_TIMEOUT",
+            "PreparedCall",
+            "ToolExecutor",
+        ),
+        "core.hooks": (
+            "FAIL_CLOSED",
+            "FAIL_OPEN",
+            "KEEP",
+            "AfterOverride",
+            "AfterToolCallContext",
+            "BeforeDecision",
+            "BeforeToolCallContext",
+            "HookChain",
+            "Hooks",
+            "RegisteredHook",
+            "ToolCallRecord",
+            "UnmatchedToolPattern",
+            "UnmatchedToolPatternError",
+            "allow",
+            "block",
+            "rewrite",
+        ),
+        "core.loop": (
+            "Agent",
+            "AgentStateError",
+            "RunResult",
+        ),
+        "core.messages": (
+            "AgentContext",
+            "AgentMessage",
+            "AssistantMessage",
+            "CustomMessage",
+            "MediaContent",
+            "Message",
+            "ThinkingBlock",
+            "ToolCall",
+            "ToolResult",
+            "ToolSpec",
+            "Usage",
+            "UserMessage",
+        ),
+        "core.tools": (
+            "InvalidArguments",
+            "Tool",
+            "ToolContext",
+            "ToolError",
+            "ToolNotFound",
+            "ToolOutput",
+            "ToolRegistry",
+            "make_tool",
+        ),
+        "telemetry.content": ("Capture",),
+        "telemetry.tracing": (
+            "TracingSetup",
+            "setup_tracing",
+        ),
+        "telemetry.testing": (
+            "InMemoryTracing",
+            "in_memory_tracing",
+        ),
+    },
+)
 
 __all__ = [
     "DEFAULT_TOOL_TIMEOUT",
@@ -129,6 +175,7 @@ __all__ = [
     "CustomMessage",
     "HookChain",
     "Hooks",
+    "InMemoryTracing",
     "InvalidArguments",
     "MediaContent",
     "Message",
@@ -147,6 +194,7 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolSpec",
+    "TracingSetup",
     "UnmatchedToolPattern",
     "UnmatchedToolPatternError",
     "Usage",
@@ -154,19 +202,8 @@ __all__ = [
     "__version__",
     "allow",
     "block",
+    "in_memory_tracing",
     "make_tool",
     "rewrite",
+    "setup_tracing",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'otelhooks' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__

@@ -5,7 +5,7 @@ from collections.abc import Iterator
 import pytest
 
 from otelhooks import Hooks, ToolExecutor, ToolRegistry
-from otelhooks.testing import InMemoryTracing
+from otelhooks.telemetry.testing import InMemoryTracing
 
 from .jaeger_support import CONFIG_DIR, Collector, require_jaeger, run_collector
 

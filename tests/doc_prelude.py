@@ -25,9 +25,9 @@ from otelhooks import (
     rewrite,
 )
 from otelhooks.builtin import RedactingProcessor, RedactionHook, Redactor, StructlogEvents
-from otelhooks.loop import Agent
+from otelhooks.core.loop import Agent
 from otelhooks.providers import ScriptedProvider, quote_last_tool_result
-from otelhooks.testing import in_memory_tracing
+from otelhooks.telemetry.testing import in_memory_tracing
 
 tools = ToolRegistry()
 

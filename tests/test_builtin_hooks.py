@@ -19,7 +19,7 @@ from otelhooks.builtin import (
     UrlHostGuard,
     add_trace_context,
 )
-from otelhooks.testing import InMemoryTracing
+from otelhooks.telemetry.testing import InMemoryTracing
 
 
 @pytest.fixture

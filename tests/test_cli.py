@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from otelhooks.demo import BLOCK_REASON, FAKE_API_KEY, NEVER_PRINTED
+from otelhooks.cli.demo_cases import BLOCK_REASON, FAKE_API_KEY, NEVER_PRINTED
 
 
 def demo(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:

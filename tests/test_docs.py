@@ -125,7 +125,7 @@ JSON_BLOCK = re.compile(r"^```json\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def test_policy_examples_load_and_host_configs_are_json() -> None:
-    from otelhooks.integrations.mcp_policy import parse_policy
+    from otelhooks.integrations.mcp.policy import parse_policy
 
     policies = [m.group(1) for path in doc_files() for m in POLICY.finditer(path.read_text())]
     assert policies, "the README shows a policy file"
@@ -143,9 +143,7 @@ NOT_IN_REFERENCE = (
     "otelhooks.cli",
     "otelhooks.__main__",
     "otelhooks.version",
-    "otelhooks.demo",
-    "otelhooks.transcript",
-    "otelhooks.pytest_plugin",
+    "otelhooks.telemetry.pytest_plugin",
     "otelhooks.builtin.secret_keys",
 )
 

@@ -25,8 +25,8 @@ from otelhooks import (
     block,
     rewrite,
 )
-from otelhooks import attributes as A
-from otelhooks.testing import InMemoryTracing
+from otelhooks.telemetry import attributes as A
+from otelhooks.telemetry.testing import InMemoryTracing
 
 
 async def test_allowed_path_has_before_run_after_and_after_hook_rewrites(

@@ -32,12 +32,12 @@ from otelhooks import (
     ToolResult,
     make_tool,
 )
-from otelhooks import attributes as A
 from otelhooks.builtin import CallLimit, RedactingProcessor, RedactionHook, Redactor
-from otelhooks.loop import Agent
+from otelhooks.core.loop import Agent
 from otelhooks.providers import Done, ProviderRequest, ScriptedProvider, StreamEvent, TextChunk
-from otelhooks.testing import InMemoryTracing, in_memory_tracing
-from otelhooks.tracing import setup_tracing
+from otelhooks.telemetry import attributes as A
+from otelhooks.telemetry.testing import InMemoryTracing, in_memory_tracing
+from otelhooks.telemetry.tracing import setup_tracing
 
 from .test_redaction import SECRETS
 

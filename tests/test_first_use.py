@@ -22,7 +22,7 @@ from otelhooks import (
     block,
 )
 from otelhooks.builtin import ToolDenyList
-from otelhooks.testing import InMemoryTracing, in_memory_tracing
+from otelhooks.telemetry.testing import InMemoryTracing, in_memory_tracing
 
 
 class Opaque:
@@ -102,7 +102,7 @@ def test_a_tool_pattern_that_matches_nothing_is_a_warning_or_an_error() -> None:
 
 async def test_the_agent_checks_tool_patterns_when_it_starts() -> None:
     from otelhooks import AssistantMessage
-    from otelhooks.loop import Agent
+    from otelhooks.core.loop import Agent
     from otelhooks.providers import ScriptedProvider
 
     registry = ToolRegistry()
@@ -147,12 +147,12 @@ def test_importing_the_package_imports_nothing_heavy() -> None:
     done = run_python(
         """
         import sys
-        import otelhooks, otelhooks.pytest_plugin
+        import otelhooks, otelhooks.telemetry.pytest_plugin
         heavy = [m for m in ("pydantic", "jsonschema", "asyncio", "opentelemetry.sdk",
-                             "structlog", "otelhooks.execute") if m in sys.modules]
+                             "structlog", "otelhooks.core.execute") if m in sys.modules]
         print(heavy)
         from otelhooks import ToolRegistry  # a name costs its module on first use
-        print("otelhooks.tools" in sys.modules, "jsonschema" in sys.modules)
+        print("otelhooks.core.tools" in sys.modules, "jsonschema" in sys.modules)
         """
     )
     assert done.returncode == 0, done.stderr

@@ -14,7 +14,7 @@ from opentelemetry.trace import StatusCode
 
 from otelhooks import AfterToolCallContext, BeforeToolCallContext, Hooks, block, rewrite
 from otelhooks.builtin import RedactionHook, Redactor
-from otelhooks.testing import InMemoryTracing
+from otelhooks.telemetry.testing import InMemoryTracing
 
 SECRET = "ghp_Zq8RkT2mWx9LpN4vB7cY1dF6hJ3sA5eG0uIo"
 Call = tuple[str, str, dict[str, Any]]  # id, tool, arguments

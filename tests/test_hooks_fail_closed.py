@@ -21,9 +21,9 @@ from otelhooks import (
     ToolRegistry,
     block,
 )
-from otelhooks import attributes as A
 from otelhooks.builtin import RedactingProcessor, RedactionHook, Redactor, StructlogEvents
-from otelhooks.testing import in_memory_tracing
+from otelhooks.telemetry import attributes as A
+from otelhooks.telemetry.testing import in_memory_tracing
 
 SECRET = "ghp_" + "Zq8RkT2mWx9LpN4vB7cY1dF6hJ3sA5eG0uIo"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from otelhooks.demo import BLOCK_REASON, FAKE_API_KEY
+from otelhooks.cli.demo_cases import BLOCK_REASON, FAKE_API_KEY
 
 from .jaeger_support import (
     CONFIG_DIR,
@@ -179,7 +179,7 @@ def _send_error_span_with_secret_attributes(endpoint: str, service: str) -> None
     """A span that skips the in-process redactor: the gateway is the only defence here."""
     code = f"""
 from opentelemetry.trace import Status, StatusCode
-from otelhooks.tracing import setup_tracing
+from otelhooks.telemetry.tracing import setup_tracing
 setup = setup_tracing("otlp", otlp_endpoint={endpoint!r}, batch=False)  # OTEL_SERVICE_NAME
 tracer = setup.provider.get_tracer("leak-test")
 with tracer.start_as_current_span("leaky") as span:
@@ -218,7 +218,7 @@ def test_jaeger_killed_mid_run_and_restarted(tmp_path: Path) -> None:
     import asyncio
     import signal as signals
 
-    from otelhooks.tracing import setup_tracing
+    from otelhooks.telemetry.tracing import setup_tracing
 
     from .test_faults import _scripted_results
 

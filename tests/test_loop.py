@@ -20,10 +20,9 @@ from otelhooks import (
     UserMessage,
     block,
 )
-from otelhooks import attributes as A
 from otelhooks.builtin import add_trace_context
-from otelhooks.events import AgentEvent
-from otelhooks.loop import SKIPPED_FOR_STEERING, Agent, AgentStateError
+from otelhooks.core.events import AgentEvent
+from otelhooks.core.loop import SKIPPED_FOR_STEERING, Agent, AgentStateError
 from otelhooks.providers import (
     ProviderRequest,
     ScriptedProvider,
@@ -31,8 +30,9 @@ from otelhooks.providers import (
     TextChunk,
     quote_last_tool_result,
 )
-from otelhooks.spantree import render_tree
-from otelhooks.testing import InMemoryTracing
+from otelhooks.telemetry import attributes as A
+from otelhooks.telemetry.spantree import render_tree
+from otelhooks.telemetry.testing import InMemoryTracing
 
 
 def calls(*items: tuple[str, str, dict[str, Any]]) -> AssistantMessage:

@@ -26,12 +26,12 @@ from otelhooks import (
     UserMessage,
     block,
 )
-from otelhooks import attributes as A
-from otelhooks.events import AgentEnd, AgentEvent
-from otelhooks.loop import Agent, AgentStateError, truncated_call_message
-from otelhooks.messages import AgentMessage, CustomMessage, Message
+from otelhooks.core.events import AgentEnd, AgentEvent
+from otelhooks.core.loop import Agent, AgentStateError, truncated_call_message
+from otelhooks.core.messages import AgentMessage, CustomMessage, Message
 from otelhooks.providers import ScriptedProvider
-from otelhooks.testing import InMemoryTracing
+from otelhooks.telemetry import attributes as A
+from otelhooks.telemetry.testing import InMemoryTracing
 
 
 def calls(*items: tuple[str, str, dict[str, Any]], stop: str = "toolUse") -> AssistantMessage:
@@ -528,7 +528,7 @@ async def test_invalid_capture_value_is_warned_about_and_captures_nothing(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv(A.CAPTURE_CONTENT_ENV, "loud")
-    with caplog.at_level(logging.WARNING, logger="otelhooks.content"):
+    with caplog.at_level(logging.WARNING, logger="otelhooks.telemetry.content"):
         executor = ToolExecutor(registry, tracer_provider=otelhooks_tracing.provider)
     assert "is not valid" in caplog.text
     await executor.execute(ToolCall("c", "echo", {"text": "hello"}))

@@ -17,14 +17,14 @@ from opentelemetry.trace import StatusCode
 
 from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry, block
 from otelhooks.builtin import RedactionHook, Redactor
-from otelhooks.integrations.mcp import (
+from otelhooks.integrations.mcp.client import (
     MCPServerTools,
     MCPToolError,
     mcp_tools,
     strict_schema,
     tool_name,
 )
-from otelhooks.testing import InMemoryTracing
+from otelhooks.telemetry.testing import InMemoryTracing
 
 from .jaeger_support import free_ports
 from .mcp_fault_server import SECRET

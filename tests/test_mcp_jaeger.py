@@ -21,7 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from opentelemetry import propagate
 
-from otelhooks.tracing import setup_tracing
+from otelhooks.telemetry.tracing import setup_tracing
 
 from .jaeger_support import (
     Collector,

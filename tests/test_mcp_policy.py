@@ -10,7 +10,7 @@ import pytest
 
 from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry
 from otelhooks.builtin import ArgumentPattern, CallLimit, PathGuard, UrlHostGuard
-from otelhooks.integrations.mcp_policy import (
+from otelhooks.integrations.mcp.policy import (
     PolicyError,
     ProxyPolicy,
     load_policy,

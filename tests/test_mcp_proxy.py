@@ -19,9 +19,9 @@ from mcp import Client, StdioServerParameters
 from opentelemetry import propagate
 from opentelemetry.trace import StatusCode
 
-from otelhooks.integrations.mcp_policy import UpstreamConfig, parse_policy
-from otelhooks.integrations.mcp_proxy import MCPProxy
-from otelhooks.testing import InMemoryTracing
+from otelhooks.integrations.mcp.policy import UpstreamConfig, parse_policy
+from otelhooks.integrations.mcp.proxy import MCPProxy
+from otelhooks.telemetry.testing import InMemoryTracing
 
 from .jaeger_support import free_ports
 from .mcp_fault_server import SECRET

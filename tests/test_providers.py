@@ -16,11 +16,11 @@ from opentelemetry.trace import StatusCode
 
 from otelhooks import Hooks, ToolRegistry, block
 from otelhooks.builtin import RedactionHook, Redactor
-from otelhooks.loop import Agent
+from otelhooks.core.loop import Agent
 from otelhooks.providers import ModelParams
 from otelhooks.providers.anthropic import AnthropicMessages
 from otelhooks.providers.openai import OpenAIChat, OpenAIResponses
-from otelhooks.testing import InMemoryTracing
+from otelhooks.telemetry.testing import InMemoryTracing
 
 from .model_server import (
     ModelServer,
@@ -596,7 +596,7 @@ async def test_event_only_capture_puts_the_content_on_an_event(
 
 def test_images_in_tool_results_go_where_each_api_allows_them() -> None:
     from otelhooks import AssistantMessage, MediaContent, ToolCall, ToolResult, UserMessage
-    from otelhooks.cancel import CancelSignal
+    from otelhooks.core.cancel import CancelSignal
     from otelhooks.providers import ProviderRequest
     from otelhooks.providers.anthropic import anthropic_messages
     from otelhooks.providers.openai import chat_messages, response_input

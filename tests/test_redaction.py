@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otelhooks import Hooks, ToolCall, ToolContext, ToolExecutor, ToolRegistry
-from otelhooks import attributes as A
 from otelhooks.builtin import (
     RedactingProcessor,
     RedactionHook,
@@ -21,7 +20,8 @@ from otelhooks.builtin import (
     StructlogEvents,
     add_trace_context,
 )
-from otelhooks.testing import InMemoryTracing, in_memory_tracing
+from otelhooks.telemetry import attributes as A
+from otelhooks.telemetry.testing import InMemoryTracing, in_memory_tracing
 
 # kind -> (text as it appears, the part that must not survive)
 SECRETS: dict[str, tuple[str, str]] = {

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry
-from otelhooks import attributes as A
 from otelhooks.builtin import RedactingProcessor, RedactionHook, Redactor, StructlogEvents
 from otelhooks.builtin.secret_rules import PATTERNS
-from otelhooks.testing import in_memory_tracing
+from otelhooks.telemetry import attributes as A
+from otelhooks.telemetry.testing import in_memory_tracing
 
 from .secret_corpus import KEY_CASES, ORDINARY, TOKEN_CASES, Case, render
 

@@ -8,7 +8,7 @@ import pydantic
 import pytest
 
 from otelhooks import InvalidArguments, ToolContext, ToolNotFound, ToolRegistry, make_tool
-from otelhooks.messages import ToolCall
+from otelhooks.core.messages import ToolCall
 
 
 def test_schema_name_and_description_come_from_the_signature() -> None:

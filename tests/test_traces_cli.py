@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from otelhooks.demo import FAKE_API_KEY
-from otelhooks.jaeger_query import JaegerQuery
+from otelhooks.cli.demo_cases import FAKE_API_KEY
+from otelhooks.telemetry.jaeger_query import JaegerQuery
 
 from .jaeger_support import CONFIG_DIR, Collector, free_ports, require_jaeger, run_collector
 

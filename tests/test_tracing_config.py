@@ -15,9 +15,9 @@ import pytest
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otelhooks.tracing import (
+from otelhooks.telemetry.environment import ConfigurationError
+from otelhooks.telemetry.tracing import (
     BoundedBatchSpanProcessor,
-    ConfigurationError,
     make_otlp_exporter,
     setup_tracing,
 )
@@ -101,7 +101,7 @@ def test_unknown_exporter_name_is_warned_about(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
-    with caplog.at_level(logging.WARNING, logger="otelhooks.tracing"):
+    with caplog.at_level(logging.WARNING, logger="otelhooks.telemetry.tracing"):
         setup = setup_tracing()
     assert "unknown exporter 'zipkin'" in caplog.text
     assert [type(e) for e in exporters_of(setup)] == [ConsoleSpanExporter]
@@ -136,7 +136,7 @@ def test_invalid_timeout_is_warned_about_and_the_default_used(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "soon")
-    with caplog.at_level(logging.WARNING, logger="otelhooks.tracing"):
+    with caplog.at_level(logging.WARNING, logger="otelhooks.telemetry.tracing"):
         exporter, _ = make_otlp_exporter("http://127.0.0.1:9")
     assert "invalid OTLP export timeout 'soon'" in caplog.text
     assert exporter._client._timeout == 2.0  # type: ignore[attr-defined]
@@ -187,7 +187,7 @@ def test_a_global_provider_made_elsewhere_is_adopted_with_advice() -> None:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-        from otelhooks.tracing import setup_tracing
+        from otelhooks.telemetry.tracing import setup_tracing
 
         logging.basicConfig(level=logging.WARNING)
         theirs = TracerProvider()
@@ -236,7 +236,7 @@ def test_setup_tracing_adds_a_meter_provider_for_metrics() -> None:
     import io
 
     from otelhooks import ToolCall, ToolExecutor, ToolRegistry
-    from otelhooks.tracing import setup_tracing
+    from otelhooks.telemetry.tracing import setup_tracing
 
     out = io.StringIO()
     setup = setup_tracing("memory", metrics="console", console_out=out)

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..hooks import BeforeDecision, BeforeToolCallContext, block
+from ..core.hooks import BeforeDecision, BeforeToolCallContext, block
 
 
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:

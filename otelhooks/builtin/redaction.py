@@ -31,9 +31,9 @@ from typing import Any, Final
 
 from opentelemetry import trace
 
-from .. import attributes as A
-from ..hooks import AfterOverride, AfterToolCallContext
-from ..messages import ToolResult
+from ..core.hooks import AfterOverride, AfterToolCallContext
+from ..core.messages import ToolResult
+from ..telemetry import attributes as A
 from .secret_keys import (
     KEY_WORDS,
     Span,

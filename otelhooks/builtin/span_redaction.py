@@ -13,7 +13,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.trace import Status
 
-from .. import attributes as A
+from ..telemetry import attributes as A
 from .redaction import Redactor
 
 _T = TypeVar("_T")

@@ -15,8 +15,8 @@ import structlog
 from opentelemetry import trace
 from opentelemetry.trace import format_span_id, format_trace_id
 
-from .. import attributes as A
-from ..hooks import ToolCallRecord
+from ..core.hooks import ToolCallRecord
+from ..telemetry import attributes as A
 
 _EVENT_ATTR_TYPES = (str, bool, int, float)
 

@@ -100,10 +100,11 @@ def run(args: argparse.Namespace) -> int:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from ..builtin import Redactor
-    from ..demo import CASES, run_cases
-    from ..spantree import render_tree
-    from ..tracing import ConfigurationError, exporters_from_env, setup_tracing
-    from ..transcript import Transcript
+    from ..telemetry.environment import ConfigurationError, exporters_from_env
+    from ..telemetry.spantree import render_tree
+    from ..telemetry.tracing import setup_tracing
+    from .demo_cases import CASES, run_cases
+    from .transcript import Transcript
 
     out = sys.stdout
     redactor = Redactor()

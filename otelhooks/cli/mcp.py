@@ -58,7 +58,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..integrations.mcp_policy import (
+    from ..integrations.mcp.policy import (
         PolicyError,
         ProxyPolicy,
         load_policy,
@@ -95,8 +95,9 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(
     policy: Any, upstreams: list[Any], listen: tuple[str, int] | None, *, check: bool
 ) -> int:
-    from ..integrations.mcp_proxy import MCPProxy, ProxyStartError
-    from ..tracing import ConfigurationError, exporters_from_env, setup_tracing
+    from ..integrations.mcp.proxy import MCPProxy, ProxyStartError
+    from ..telemetry.environment import ConfigurationError, exporters_from_env
+    from ..telemetry.tracing import setup_tracing
 
     try:
         setup = setup_tracing(

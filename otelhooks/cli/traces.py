@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from ..jaeger_query import JaegerQuery, QueryError, Trace, parse_tags
-from ..spantree import render_tree
+from ..telemetry.jaeger_query import JaegerQuery, QueryError, Trace, parse_tags
+from ..telemetry.spantree import render_tree
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}

@@ -20,11 +20,11 @@ from typing import Any
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
-from ..content import to_json_text
-from ..execute import DEFAULT_TOOL_TIMEOUT, ToolExecutor
-from ..hooks import HookChain, Hooks
-from ..messages import AgentContext, ToolCall, ToolResult
-from ..tools import ToolOutput, ToolRegistry, make_tool
+from ..core.execute import DEFAULT_TOOL_TIMEOUT, ToolExecutor
+from ..core.hooks import HookChain, Hooks
+from ..core.messages import AgentContext, ToolCall, ToolResult
+from ..core.tools import ToolOutput, ToolRegistry, make_tool
+from ..telemetry.content import to_json_text
 
 Invoke = Callable[[dict[str, Any], bool], Awaitable[Any]]
 """Runs the framework's own execution with the arguments (and whether a hook rewrote them)."""

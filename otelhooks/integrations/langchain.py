@@ -26,9 +26,9 @@ from opentelemetry.trace import TracerProvider
 from pydantic import ConfigDict
 from pydantic_core import to_jsonable_python
 
-from ..execute import DEFAULT_TOOL_TIMEOUT
-from ..hooks import Hooks
-from ..tools import Tool, make_tool
+from ..core.execute import DEFAULT_TOOL_TIMEOUT
+from ..core.hooks import Hooks
+from ..core.tools import Tool, make_tool
 from ._boundary import FrameworkBoundary
 
 

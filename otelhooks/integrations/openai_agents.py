@@ -30,8 +30,8 @@ from agents.exceptions import AgentsException
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
-from ..execute import DEFAULT_TOOL_TIMEOUT
-from ..hooks import Hooks
+from ..core.execute import DEFAULT_TOOL_TIMEOUT
+from ..core.hooks import Hooks
 from ._boundary import FrameworkBoundary
 
 

@@ -28,8 +28,8 @@ from pydantic_ai.messages import ToolCallPart
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_core import to_jsonable_python
 
-from ..execute import DEFAULT_TOOL_TIMEOUT
-from ..hooks import Hooks
+from ..core.execute import DEFAULT_TOOL_TIMEOUT
+from ..core.hooks import Hooks
 from ._boundary import FrameworkBoundary
 
 PASSTHROUGH: tuple[type[BaseException], ...] = tuple(

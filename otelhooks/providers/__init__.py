@@ -5,7 +5,7 @@ and Responses; any OpenAI-compatible server through ``base_url``) and
 :mod:`otelhooks.providers.anthropic` (Messages).
 """
 
-from .base import (
+from ..core.provider import (
     Done,
     ModelParams,
     Provider,

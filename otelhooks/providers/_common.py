@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from opentelemetry import trace
 
-from ..messages import AssistantMessage, Usage
+from ..core.messages import AssistantMessage, Usage
 
 RETRIES: Final = "otelhooks.chat.retries"
 """The chat span attribute: how many times the SDK sent the request again (429, 5xx, network)."""

@@ -25,7 +25,7 @@ from typing import Any, Final
 import anthropic
 from anthropic import AsyncAnthropic
 
-from ..messages import (
+from ..core.messages import (
     AssistantMessage,
     MediaContent,
     ThinkingBlock,
@@ -34,8 +34,8 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ..core.provider import Done, ProviderRequest, StreamEvent, TextChunk, ToolCallChunk
 from ._common import Attempts, counting_client, error_message, server_of
-from .base import Done, ProviderRequest, StreamEvent, TextChunk, ToolCallChunk
 
 PROVIDER: Final = "anthropic"
 DEFAULT_MAX_TOKENS: Final = 4096

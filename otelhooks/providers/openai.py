@@ -21,7 +21,7 @@ from typing import Any, Final
 import openai
 from openai import AsyncOpenAI
 
-from ..messages import (
+from ..core.messages import (
     AssistantMessage,
     MediaContent,
     ThinkingBlock,
@@ -31,8 +31,15 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ..core.provider import (
+    Done,
+    ModelParams,
+    ProviderRequest,
+    StreamEvent,
+    TextChunk,
+    ToolCallChunk,
+)
 from ._common import Attempts, counting_client, decode_arguments, error_message, server_of, wrapped
-from .base import Done, ModelParams, ProviderRequest, StreamEvent, TextChunk, ToolCallChunk
 
 DEFAULT_TIMEOUT: Final = 120.0
 PROVIDER: Final = "openai"

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
-from ..messages import AssistantMessage, ToolResult, Usage
-from .base import Done, ProviderRequest, StreamEvent, TextChunk, ToolCallChunk
+from ..core.messages import AssistantMessage, ToolResult, Usage
+from ..core.provider import Done, ProviderRequest, StreamEvent, TextChunk, ToolCallChunk
 
 Step = AssistantMessage | Callable[[ProviderRequest], AssistantMessage]
 

@@ -17,7 +17,7 @@ from otelhooks import (
     ToolRegistry,
     block,
 )
-from otelhooks.loop import Agent, RunResult
+from otelhooks.core.loop import Agent, RunResult
 from otelhooks.providers import ScriptedProvider
 
 tools = ToolRegistry()

@@ -12,12 +12,12 @@ from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
-from .builtin import Redactor
-from .demo import DemoCase, demo_agent
-from .integrations.mcp import MCPServerTools
-from .loop import RunResult
-from .messages import ToolCall
-from .tools import ToolRegistry
+from ..builtin import Redactor
+from ..core.loop import RunResult
+from ..core.messages import ToolCall
+from ..core.tools import ToolRegistry
+from ..integrations.mcp.client import MCPServerTools
+from .demo_cases import DemoCase, demo_agent
 from .transcript import Transcript
 
 MCP_CASE = DemoCase(

@@ -14,9 +14,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from ..core.messages import AssistantMessage, Message, ToolResult, ToolSpec, Usage, UserMessage
+from ..core.provider import ModelParams, ProviderRequest
 from . import attributes as A
-from .messages import AssistantMessage, Message, ToolResult, ToolSpec, Usage, UserMessage
-from .providers.base import ModelParams, ProviderRequest
 
 _FINISH_REASONS: Final = {
     "stop": A.FINISH_STOP,

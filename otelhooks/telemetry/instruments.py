@@ -20,8 +20,8 @@ from typing import Any, Final
 from opentelemetry import metrics
 from opentelemetry.metrics import MeterProvider
 
+from ..version import __version__
 from . import attributes as A
-from .version import __version__
 
 # The bucket boundaries the GenAI conventions advise for these histograms.
 DURATION_BUCKETS: Final = (

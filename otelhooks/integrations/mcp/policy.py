@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ..builtin import (
+from ...builtin import (
     ArgumentPattern,
     CallLimit,
     PathGuard,
@@ -56,7 +56,7 @@ from ..builtin import (
     ToolDenyList,
     UrlHostGuard,
 )
-from ..hooks import FAIL_CLOSED, FAIL_OPEN
+from ...core.hooks import FAIL_CLOSED, FAIL_OPEN
 
 FAILURE_POLICIES: Final = (FAIL_CLOSED, FAIL_OPEN)
 

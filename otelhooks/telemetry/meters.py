@@ -19,6 +19,8 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.resources import Resource
 
+from .environment import ConfigurationError, otlp_exporter
+
 METRIC_KINDS = ("console", "otlp", "none")
 
 
@@ -26,36 +28,6 @@ def metrics_kind_from_env() -> str | None:
     """``OTEL_METRICS_EXPORTER``'s first value, or ``None`` when unset."""
     value = os.environ.get("OTEL_METRICS_EXPORTER", "").strip()
     return value.split(",")[0].strip() or None if value else None
-
-
-def make_otlp_metric_exporter(
-    endpoint: str | None, protocol: str, timeout: float
-) -> tuple[MetricExporter, str]:
-    """An OTLP metric exporter for the collector at ``endpoint`` (its base address)."""
-    if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
-            OTLPMetricExporter as GrpcMetricExporter,
-        )
-
-        target = endpoint or os.environ.get(
-            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        )
-        target = target or "http://localhost:4317"
-        exporter: MetricExporter = GrpcMetricExporter(
-            endpoint=target, insecure=not target.startswith("https://"), timeout=timeout
-        )
-        return exporter, f"{target} (OTLP/gRPC)"
-    from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
-        OTLPMetricExporter as HttpMetricExporter,
-    )
-
-    full = None
-    if endpoint is not None:
-        full = endpoint.rstrip("/")
-        if not full.endswith("/v1/metrics"):
-            full += "/v1/metrics"
-    http = HttpMetricExporter(endpoint=full, timeout=timeout)
-    return http, f"{http._endpoint} (OTLP/HTTP)"
 
 
 def make_meter_provider(
@@ -77,10 +49,8 @@ def make_meter_provider(
         options: dict[str, Any] = {"out": console_out} if console_out is not None else {}
         exporter, where = ConsoleMetricExporter(**options), "the console"
     elif kind == "otlp":
-        exporter, where = make_otlp_metric_exporter(endpoint, protocol, timeout)
+        exporter, where = otlp_exporter("metrics", endpoint, protocol, timeout)
     else:
-        from .tracing import ConfigurationError
-
         raise ConfigurationError(
             f"unknown metrics exporter {kind!r}: use console, otlp, none or a MetricExporter"
         )

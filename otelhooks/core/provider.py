@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..cancel import CancelSignal
-from ..messages import AssistantMessage, Message, ToolCall, ToolSpec
+from .cancel import CancelSignal
+from .messages import AssistantMessage, Message, ToolCall, ToolSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_type_hints, overloa
 
 import pydantic
 
+from ..telemetry.content import cap_text
 from .cancel import CancelSignal
-from .content import cap_text
 from .messages import MediaContent, ToolCall, ToolSpec
 
 if TYPE_CHECKING:

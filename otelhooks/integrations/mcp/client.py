@@ -49,9 +49,17 @@ from mcp.types import CONNECTION_CLOSED
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
-from .. import attributes as A
-from ..messages import MediaContent
-from ..tools import TOOL_NAME, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry, make_tool
+from ...core.messages import MediaContent
+from ...core.tools import (
+    TOOL_NAME,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolOutput,
+    ToolRegistry,
+    make_tool,
+)
+from ...telemetry import attributes as A
 
 if TYPE_CHECKING:
     from mcp.shared.dispatcher import ProgressFnT

@@ -27,7 +27,6 @@ The path of a span::
 from __future__ import annotations
 
 import logging
-import os
 import sys
 import threading
 import time
@@ -47,17 +46,26 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-ExporterKind = Literal["console", "otlp", "memory", "none"]
-OtlpProtocol = Literal["http/protobuf", "grpc"]
+from .environment import (
+    DEFAULT_EXPORTER,
+    ConfigurationError,
+    OtlpProtocol,
+    batch_options_from_env,
+    check_protocol,
+    export_timeout_from_env,
+    exporters_from_env,
+    otlp_exporter,
+    otlp_protocol_from_env,
+    sdk_disabled,
+)
 
-logger = logging.getLogger("otelhooks.tracing")
+ExporterKind = Literal["console", "otlp", "memory", "none"]
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_SERVICE_NAME: Final = "otelhooks"
-DEFAULT_EXPORTER: Final = "console"
-DEFAULT_EXPORT_TIMEOUT_S: Final = 2.0
 SHUTDOWN_BUDGET_S: Final = 3.0  # all of TracingSetup.shutdown() with a dead endpoint
 DEFAULT_SHUTDOWN_TIMEOUT_S: Final = 2.5  # the queue's share; metrics and the rest fit in 3 s
-EXPORTER_KINDS: Final = ("console", "otlp", "memory", "none")
 
 # Batch settings that carry a burst of 10,000 tool calls (40,000+ spans) into a reachable
 # exporter without a drop, with a logger writing to stdout competing for the GIL, while keeping
@@ -69,17 +77,6 @@ DEFAULT_BATCH: Final[Mapping[str, int]] = {
     "max_export_batch_size": 2048,
 }
 RECOMMENDED_BATCH = dict(DEFAULT_BATCH)  # the name earlier releases documented
-
-_BSP_ENV: Final = {
-    "max_queue_size": "OTEL_BSP_MAX_QUEUE_SIZE",
-    "schedule_delay_millis": "OTEL_BSP_SCHEDULE_DELAY",
-    "max_export_batch_size": "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
-    "export_timeout_millis": "OTEL_BSP_EXPORT_TIMEOUT",
-}
-
-
-class ConfigurationError(ValueError):
-    """A tracing setting that cannot be honoured (say, ``http/json``); the message says why."""
 
 
 @dataclass
@@ -237,104 +234,6 @@ class TracingSetup:
         return self.provider.force_flush(timeout_millis)
 
 
-# -- reading the standard variables ----------------------------------------------------------
-
-
-def _env(*names: str) -> str | None:
-    for name in names:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return None
-
-
-def sdk_disabled() -> bool:
-    """``OTEL_SDK_DISABLED=true``: tracing is off (the SDK then hands out no-op tracers)."""
-    return (os.environ.get("OTEL_SDK_DISABLED") or "").strip().lower() == "true"
-
-
-def exporters_from_env() -> list[str] | None:
-    """The exporter names of ``OTEL_TRACES_EXPORTER`` (``None`` when unset); unknown names are
-    warned about and left out."""
-    value = _env("OTEL_TRACES_EXPORTER")
-    if value is None:
-        return None
-    kinds = []
-    for name in (part.strip().lower() for part in value.split(",")):
-        if name in EXPORTER_KINDS:
-            kinds.append(name)
-        elif name:
-            logger.warning(
-                "OTEL_TRACES_EXPORTER: unknown exporter %r ignored (otelhooks knows %s)",
-                name,
-                ", ".join(EXPORTER_KINDS),
-            )
-    if not kinds:
-        logger.warning(
-            "OTEL_TRACES_EXPORTER=%r names no usable exporter; using %s", value, DEFAULT_EXPORTER
-        )
-        return [DEFAULT_EXPORTER]
-    return kinds
-
-
-def otlp_protocol_from_env() -> OtlpProtocol:
-    """``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`` / ``..._PROTOCOL``, default ``http/protobuf``."""
-    value = _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL")
-    return check_protocol(value) if value is not None else "http/protobuf"
-
-
-def check_protocol(value: str) -> OtlpProtocol:
-    """A supported OTLP protocol; ``http/json`` is refused, anything else warned about."""
-    value = value.strip().lower()
-    if value in ("http/protobuf", "grpc"):
-        return value  # type: ignore[return-value]
-    if value == "http/json":
-        raise ConfigurationError(
-            "OTLP protocol 'http/json' is not supported: the official JSON exporter "
-            "(opentelemetry-exporter-otlp-json-http) conflicts with the OTLP/protobuf exporters of "
-            "this SDK release; use http/protobuf (the default) or grpc"
-        )
-    logger.warning("unknown OTLP protocol %r; using http/protobuf", value)
-    return "http/protobuf"
-
-
-def export_timeout_from_env() -> float:
-    """``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` / ``..._TIMEOUT`` in seconds (as the Python SDK
-    reads them), default 2 s; an invalid value is warned about and the default used."""
-    value = _env("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
-    if value is None:
-        return DEFAULT_EXPORT_TIMEOUT_S
-    try:
-        timeout = float(value)
-        if timeout > 0:
-            return timeout
-    except ValueError:
-        pass
-    logger.warning(
-        "invalid OTLP export timeout %r; using the default of %s seconds",
-        value,
-        DEFAULT_EXPORT_TIMEOUT_S,
-    )
-    return DEFAULT_EXPORT_TIMEOUT_S
-
-
-def batch_options_from_env(defaults: Mapping[str, int]) -> dict[str, int]:
-    """``defaults`` with each ``OTEL_BSP_*`` variable that is set and valid applied."""
-    options = dict(defaults)
-    for key, name in _BSP_ENV.items():
-        value = _env(name)
-        if value is None:
-            continue
-        try:
-            number = int(value)
-            if number <= 0:
-                raise ValueError
-            options[key] = number
-        except ValueError:
-            logger.warning("invalid %s=%r ignored; using %s", name, value, options.get(key))
-    return options
-
-
 def make_resource(
     service_name: str | None,
     attributes: Mapping[str, Any] | None = None,
@@ -365,38 +264,8 @@ def make_otlp_exporter(
     bounds each export including its retries; default ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` or
     2 s, so a dead endpoint cannot stall shutdown for long.
     """
-    proto = check_protocol(protocol) if protocol is not None else otlp_protocol_from_env()
-    if timeout is None:
-        timeout = export_timeout_from_env()
-    if proto == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
-            OTLPSpanExporter as GrpcExporter,
-        )
-
-        target = endpoint or _env(
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"
-        )
-        if target is None:
-            target = "http://localhost:4317"
-        insecure_env = _env("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE")
-        insecure = (
-            insecure_env.lower() == "true"
-            if insecure_env is not None
-            else not target.startswith("https://")
-        )
-        grpc_exporter = GrpcExporter(endpoint=target, insecure=insecure, timeout=timeout)
-        return grpc_exporter, f"{target} (OTLP/gRPC)"
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-        OTLPSpanExporter as HttpExporter,
-    )
-
-    full: str | None = None
-    if endpoint is not None:
-        full = endpoint.rstrip("/")
-        if not full.endswith("/v1/traces"):
-            full += "/v1/traces"
-    http_exporter = HttpExporter(endpoint=full, timeout=timeout)
-    return http_exporter, f"{http_exporter._endpoint} (OTLP/HTTP)"
+    exporter, where = otlp_exporter("traces", endpoint, protocol, timeout)
+    return exporter, where
 
 
 class RedactingOTLPSpanExporter(SpanExporter):
@@ -410,8 +279,8 @@ class RedactingOTLPSpanExporter(SpanExporter):
     """
 
     def __init__(self, inner: SpanExporter | None = None, redactor: Any = None) -> None:
-        from .builtin.redaction import Redactor
-        from .builtin.span_redaction import scrub_span
+        from ..builtin.redaction import Redactor
+        from ..builtin.span_redaction import scrub_span
 
         self.inner = inner if inner is not None else make_otlp_exporter()[0]
         self.redactor = redactor if redactor is not None else Redactor()
@@ -493,7 +362,7 @@ def setup_tracing(
         stats.destination = "the global TracerProvider's exporters (not counted here)"
         chain = list(processors)
         if redactor is not None and chain:
-            from .builtin.span_redaction import RedactingSpanProcessor
+            from ..builtin.span_redaction import RedactingSpanProcessor
 
             chain = [RedactingSpanProcessor(redactor, *chain)]
         for processor in chain:
@@ -553,7 +422,7 @@ def setup_tracing(
         else:
             chain.append(SimpleSpanProcessor(wrapped))
     if redactor is not None and chain:
-        from .builtin.span_redaction import RedactingSpanProcessor
+        from ..builtin.span_redaction import RedactingSpanProcessor
 
         chain = [RedactingSpanProcessor(redactor, *chain)]
     for processor in chain:
@@ -594,7 +463,7 @@ def _meter_provider(
     console_out: IO[str] | None,
 ) -> tuple[Any, str]:
     """The meter provider ``setup_tracing(metrics=...)`` asked for, or ``(None, "")``."""
-    from .metrics_setup import make_meter_provider, metrics_kind_from_env
+    from .meters import make_meter_provider, metrics_kind_from_env
 
     chosen = kind if kind is not None else metrics_kind_from_env()
     if chosen is None or chosen == "none":

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 from . import attributes as A
 
-logger = logging.getLogger("otelhooks.content")
+logger = logging.getLogger(__name__)
 
 
 class Capture(enum.Enum):

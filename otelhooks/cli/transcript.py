@@ -6,7 +6,7 @@ import json
 import sys
 from typing import IO, Any
 
-from .events import (
+from ..core.events import (
     AgentEnd,
     AgentEvent,
     MessageEnd,
@@ -16,7 +16,7 @@ from .events import (
     ToolExecutionUpdate,
     ToolResultEvent,
 )
-from .messages import AssistantMessage, UserMessage
+from ..core.messages import AssistantMessage, UserMessage
 
 
 class Transcript:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import time
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -20,13 +19,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Link, TracerProvider
 
-from . import attributes as A
+from ..telemetry import attributes as A
+from ..telemetry.content import Capture, capture_from_env, parse_capture
+from ..telemetry.instruments import Instruments
 from .cancel import CancelSignal
-from .content import Capture, cap_text, capture_from_env, parse_capture
 from .events import (
     AgentEnd,
     AgentEvent,
@@ -43,15 +42,6 @@ from .events import (
     TurnStart,
 )
 from .execute import DEFAULT_TOOL_TIMEOUT, PreparedCall, ToolExecutor
-from .genai import (
-    finish_reason,
-    output_messages,
-    params_attributes,
-    provider_attributes,
-    request_content,
-    response_attributes,
-    usage_attributes,
-)
 from .hooks import HookChain, Hooks
 from .messages import (
     AgentContext,
@@ -64,8 +54,7 @@ from .messages import (
     Usage,
     UserMessage,
 )
-from .metrics import CHAT_METRIC_KEYS, Instruments
-from .providers.base import (
+from .provider import (
     Done,
     ModelParams,
     Provider,
@@ -73,10 +62,11 @@ from .providers.base import (
     TextChunk,
     ToolCallChunk,
 )
+from .run_span import RunRecorder
+from .tool_span import DEFAULT_TOOL_CONTENT_LENGTH, ToolCallRecorder
 from .tools import ToolRegistry
-from .version import __version__
 
-logger = logging.getLogger("otelhooks.loop")
+logger = logging.getLogger(__name__)
 
 ToolExecution = Literal["parallel", "sequential"]
 QueueMode = Literal["one-at-a-time", "all"]
@@ -233,10 +223,20 @@ class Agent:
             raise ValueError("chat_spans must be 'auto', 'always' or 'never'")
         self.chat_spans: ChatSpans = chat_spans
         self.max_content_length = max_content_length
-        self._tracer_provider = tracer_provider
-        self._tracer = trace.get_tracer("otelhooks", __version__, tracer_provider=tracer_provider)
         self._meter_provider = meter_provider
         self._instruments = Instruments(meter_provider)
+        self._tool_recorder = ToolCallRecorder(
+            tracer_provider,
+            capture_content=self.capture.on_span,
+            max_content_length=DEFAULT_TOOL_CONTENT_LENGTH,
+            instruments=self._instruments,
+        )
+        self._recorder = RunRecorder(
+            tracer_provider,
+            capture=self.capture,
+            max_content_length=max_content_length,
+            instruments=self._instruments,
+        )
         self._subscribers: list[Subscriber] = []
         self._steering: deque[UserMessage] = deque()
         self._follow_ups: deque[UserMessage] = deque()
@@ -342,6 +342,27 @@ class Agent:
 
     async def _run(self, new: list[UserMessage], signal: CancelSignal) -> RunResult:
         run_id = uuid.uuid4().hex[:16]
+        trace_ = self._recorder.run(self.name, self._run_attributes())
+        run = _Run(run_id, signal, trace_.context, [])
+        token = otel_context.attach(run.context)
+        final = AssistantMessage(stop_reason="aborted")
+        self.hooks.check_tools([t.name for t in self.tools])
+        self._emit(AgentStart(run_id))
+        try:
+            self._add_messages(run, new)
+            final = await self._turns(run)
+            return RunResult(run_id, tuple(run.added), final, run.usage)
+        except asyncio.CancelledError:
+            trace_.cancelled()
+            raise
+        finally:
+            trace_.finished(final, run.usage)
+            self._emit(AgentEnd(run_id, final.stop_reason, tuple(run.added)))
+            otel_context.detach(token)
+            trace_.end()
+
+    def _run_attributes(self) -> dict[str, Any]:
+        """The ``invoke_agent`` span's attributes: the agent, its model and provider."""
         attributes: dict[str, Any] = {
             A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
             A.GEN_AI_AGENT_NAME: self.name,
@@ -354,39 +375,7 @@ class Agent:
             attributes[A.GEN_AI_AGENT_ID] = self.agent_id
         if self.conversation_id:
             attributes[A.GEN_AI_CONVERSATION_ID] = self.conversation_id
-        span = self._tracer.start_span(
-            f"{A.OP_INVOKE_AGENT} {self.name}", kind=SpanKind.INTERNAL, attributes=attributes
-        )
-        run = _Run(run_id, signal, trace.set_span_in_context(span), [])
-        token = otel_context.attach(run.context)
-        final = AssistantMessage(stop_reason="aborted")
-        self.hooks.check_tools([t.name for t in self.tools])
-        self._emit(AgentStart(run_id))
-        try:
-            self._add_messages(run, new)
-            final = await self._turns(run)
-            return RunResult(run_id, tuple(run.added), final, run.usage)
-        except asyncio.CancelledError:
-            span.set_attribute(A.CANCELLED, True)
-            span.set_status(Status(StatusCode.ERROR, "cancelled"))
-            span.set_attribute(A.ERROR_TYPE, A.ERR_CANCELLED)
-            raise
-        finally:
-            if span.is_recording():
-                if final.stop_reason in ("error", "aborted"):
-                    span.set_attribute(A.ERROR_TYPE, final.error_type or final.stop_reason)
-                    span.set_status(
-                        Status(StatusCode.ERROR, final.error_message or final.stop_reason)
-                    )
-                span.set_attributes(
-                    {
-                        A.GEN_AI_RESPONSE_FINISH_REASONS: (finish_reason(final),),
-                        **usage_attributes(run.usage),
-                    }
-                )
-            self._emit(AgentEnd(run_id, final.stop_reason, tuple(run.added)))
-            otel_context.detach(token)
-            span.end()
+        return attributes
 
     async def _turns(self, run: _Run) -> AssistantMessage:
         index = 0
@@ -443,11 +432,10 @@ class Agent:
         executor = ToolExecutor(
             registry,
             hooks,
-            tracer_provider=self._tracer_provider,
             capture_content=self.capture,
             tool_timeout=self.tool_timeout,
             meter_provider=self._meter_provider,
-            instruments=self._instruments,
+            recorder=self._tool_recorder,
         )
         return _Turn(index, context, executor, hooks)
 
@@ -464,39 +452,28 @@ class Agent:
             messages = transformed
         return tuple(self.convert_messages(messages))
 
-    def _chat_span_wanted(self) -> bool:
-        if self.chat_spans == "auto":
-            return not getattr(self.provider, "instrumented", False)
-        return self.chat_spans == "always"
-
     async def _ask_provider(self, turn: _Turn, run: _Run) -> tuple[AssistantMessage, Link | None]:
+        """One provider call: stream the assistant's message (an error or an abort ends it as a
+        message, never a raise)."""
         model = turn.context.model
-        common = {
-            A.GEN_AI_OPERATION_NAME: A.OP_CHAT,
-            A.GEN_AI_REQUEST_MODEL: model,
-            **provider_attributes(self.provider),
-        }
-        span: Span = trace.INVALID_SPAN
-        if self._chat_span_wanted():
-            span = self._tracer.start_span(
-                f"{A.OP_CHAT} {model}".strip(),
-                run.context,
-                SpanKind.CLIENT,
-                {**common, **params_attributes(self.params), A.TURN_INDEX: turn.index},
-            )
-        link = (
-            Link(span.get_span_context(), {A.TURN_INDEX: turn.index})
-            if span.is_recording()
-            else None
+        # An instrumented provider traces (and counts) its own requests: no second chat span.
+        auto_off = self.chat_spans == "auto" and bool(getattr(self.provider, "instrumented", False))
+        chat = self._recorder.chat(
+            run.context,
+            turn_index=turn.index,
+            model=model,
+            provider=self.provider,
+            params=self.params,
+            scrub=turn.hooks.scrub,
+            span_wanted=self.chat_spans != "never" and not auto_off,
+            metrics_wanted=not auto_off,
         )
         self._emit(MessageStart("assistant"))
         text: list[str] = []
         calls: list[ToolCall] = []
         message: AssistantMessage | None = None
         signal = run.signal
-        started = time.perf_counter()
-        content: dict[str, str] = {}
-        token = otel_context.attach(trace.set_span_in_context(span, run.context))
+        token = otel_context.attach(chat.context)
         try:
             with signal.watching():
                 request = ProviderRequest(
@@ -507,23 +484,18 @@ class Agent:
                     signal=signal,
                     params=self.params,
                 )
-                if span.is_recording() and self.capture is not Capture.NO_CONTENT:
-                    content = self._chat_content(turn, request_content(request))
-                    if self.capture.on_span:
-                        span.set_attributes(content)
+                chat.request(request)
                 message = await self._consume(request, text, calls)
         except asyncio.CancelledError as exc:
             if not signal.absorbs(exc):
-                span.set_attribute(A.CANCELLED, True)
-                span.set_status(Status(StatusCode.ERROR, "cancelled"))
-                span.end()
+                chat.cancelled()
                 otel_context.detach(token)
                 raise
             message = AssistantMessage(
                 "".join(text), (), "aborted", model, None, signal.reason or "aborted"
             )
         except Exception as exc:
-            span.record_exception(exc)
+            chat.exception(exc)
             message = AssistantMessage(
                 "".join(text),
                 (),
@@ -544,35 +516,9 @@ class Agent:
                 "the provider's stream ended without a final message",
             )
         message = _with_unique_call_ids(message, turn.index)
-        self._record_chat(span, turn, message, content)
-        span.end()
-        self._record_chat_metrics(common, message, time.perf_counter() - started)
+        chat.end(message)
         self._emit(MessageEnd(message))
-        return message, link
-
-    def _chat_content(self, turn: _Turn, attributes: dict[str, str]) -> dict[str, str]:
-        """Content for the ``chat`` span: through the hooks' redaction, then cut."""
-        return {
-            key: cap_text(turn.hooks.scrub(value), self.max_content_length)
-            for key, value in attributes.items()
-        }
-
-    def _record_chat_metrics(
-        self, common: dict[str, Any], message: AssistantMessage, seconds: float
-    ) -> None:
-        if self.chat_spans == "auto" and getattr(self.provider, "instrumented", False):
-            return  # the provider's instrumentation records these
-        attrs = {**common, **response_attributes(message)}
-        if message.stop_reason in ("error", "aborted"):
-            attrs[A.ERROR_TYPE] = message.error_type or message.stop_reason
-        points: dict[str, Any] = {k: attrs[k] for k in CHAT_METRIC_KEYS if k in attrs}
-        usage = message.usage
-        self._instruments.record_chat(
-            seconds,
-            points,
-            usage.input_tokens if usage is not None else None,
-            usage.output_tokens if usage is not None else None,
-        )
+        return message, chat.link
 
     async def _consume(
         self, request: ProviderRequest, text: list[str], calls: list[ToolCall]
@@ -595,22 +541,6 @@ class Agent:
             if aclose is not None:
                 await aclose()
         return None
-
-    def _record_chat(
-        self, span: Span, turn: _Turn, message: AssistantMessage, content: dict[str, str]
-    ) -> None:
-        if not span.is_recording():
-            return
-        span.set_attributes(response_attributes(message))
-        if self.capture is not Capture.NO_CONTENT:
-            output = self._chat_content(turn, {A.GEN_AI_OUTPUT_MESSAGES: output_messages(message)})
-            if self.capture.on_span:
-                span.set_attributes(output)
-            if self.capture.as_event:
-                span.add_event(A.EVENT_INFERENCE_DETAILS, {**content, **output})
-        if message.stop_reason in ("error", "aborted"):
-            span.set_attribute(A.ERROR_TYPE, message.error_type or message.stop_reason)
-            span.set_status(Status(StatusCode.ERROR, message.error_message or message.stop_reason))
 
     # -- the tool calls of one message --------------------------------------------------------
 

@@ -17,12 +17,12 @@ from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
-from .builtin import RedactionHook, Redactor, StructlogEvents
-from .hooks import AfterToolCallContext, BeforeDecision, BeforeToolCallContext, Hooks, block
-from .loop import Agent, RunResult
-from .messages import AssistantMessage, ToolCall
-from .providers import ScriptedProvider, quote_last_tool_result
-from .tools import ToolRegistry
+from ..builtin import RedactionHook, Redactor, StructlogEvents
+from ..core.hooks import AfterToolCallContext, BeforeDecision, BeforeToolCallContext, Hooks, block
+from ..core.loop import Agent, RunResult
+from ..core.messages import AssistantMessage, ToolCall
+from ..core.tools import ToolRegistry
+from ..providers import ScriptedProvider, quote_last_tool_result
 from .transcript import Transcript
 
 CASES = ("allowed", "blocked", "parallel", "redaction")

@@ -38,13 +38,13 @@ from mcp.shared.message import ServerMessageMetadata
 from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
 
-from ..builtin import RedactionHook, StructlogEvents
-from ..execute import DEFAULT_TOOL_TIMEOUT, ToolExecutor
-from ..hooks import Hooks, UnmatchedToolPattern, UnmatchedToolPatternError
-from ..messages import AgentContext, ToolCall, ToolResult
-from ..tools import ToolRegistry
-from .mcp import MCPServerTools, progress_to, to_tool_output
-from .mcp_policy import ProxyPolicy, UpstreamConfig
+from ...builtin import RedactionHook, StructlogEvents
+from ...core.execute import DEFAULT_TOOL_TIMEOUT, ToolExecutor
+from ...core.hooks import Hooks, UnmatchedToolPattern, UnmatchedToolPatternError
+from ...core.messages import AgentContext, ToolCall, ToolResult
+from ...core.tools import ToolRegistry
+from .client import MCPServerTools, progress_to, to_tool_output
+from .policy import ProxyPolicy, UpstreamConfig
 
 logger = logging.getLogger("otelhooks.mcp.proxy")
 
@@ -505,6 +505,6 @@ async def _all_pages(fetch: Callable[..., Awaitable[Any]], attribute: str) -> li
 
 
 def _version() -> str:
-    from ..version import __version__
+    from ...version import __version__
 
     return __version__

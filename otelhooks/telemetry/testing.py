@@ -1,6 +1,6 @@
 """Assert on otelhooks spans in your own tests, with the real SDK's in-memory exporter.
 
-    from otelhooks.testing import in_memory_tracing
+    from otelhooks.telemetry.testing import in_memory_tracing
 
     tracing = in_memory_tracing()
     executor = ToolExecutor(registry, hooks, tracer_provider=tracing.provider)
@@ -172,7 +172,7 @@ def in_memory_tracing(*processors: SpanProcessor, redactor: Any = None) -> InMem
         provider.add_span_processor(processor)
     export: SpanProcessor = SimpleSpanProcessor(exporter)
     if redactor is not None:
-        from .builtin.span_redaction import RedactingSpanProcessor
+        from ..builtin.span_redaction import RedactingSpanProcessor
 
         export = RedactingSpanProcessor(redactor, export)
     provider.add_span_processor(export)
