@@ -11,7 +11,15 @@ import argparse
 import asyncio
 import logging
 import sys
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from ..builtin import Redactor
+    from ..core.loop import RunResult
+    from .transcript import Transcript
 
 CASE_CHOICES = ("allowed", "blocked", "parallel", "redaction", "mcp", "all")
 DEMO_SERVICE_NAME = "otelhooks-demo"
@@ -103,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     from ..telemetry.environment import ConfigurationError, exporters_from_env
     from ..telemetry.spantree import render_tree
     from ..telemetry.tracing import setup_tracing
-    from .demo_cases import CASES, run_cases
+    from .demo_cases import CASES
     from .transcript import Transcript
 
     out = sys.stdout
@@ -164,3 +172,46 @@ def run(args: argparse.Namespace) -> int:
         status = "ok" if stats.lost == 0 else "EXPORT FAILED"
         print(f"traces: {status}: {stats.summary()}", file=sys.stderr, flush=True)
     return 0
+
+
+async def run_cases(
+    names: list[str],
+    transcript: Transcript,
+    *,
+    redactor: Redactor,
+    tracer_provider: TracerProvider | None,
+    after_case: Callable[[str], None] | None = None,
+    logger: Any = None,
+    meter_provider: Any = None,
+) -> dict[str, RunResult]:
+    """Run the named cases one after the other; return each one's final message. The ``mcp``
+    case needs ``otelhooks[mcp]`` and ``mcp-server-time`` (see :mod:`otelhooks.cli.demo_mcp`)."""
+    from .demo_cases import DEMO_CASES, demo_agent
+
+    finals: dict[str, RunResult] = {}
+    for name in names:
+        transcript.note(f"otelhooks demo: {name}", case=name)
+        if name == "mcp":
+            from .demo_mcp import run_mcp_case
+
+            finals[name] = await run_mcp_case(
+                transcript,
+                redactor=redactor,
+                tracer_provider=tracer_provider,
+                logger=logger,
+                meter_provider=meter_provider,
+            )
+        else:
+            case = DEMO_CASES[name]
+            agent = demo_agent(
+                case,
+                transcript,
+                redactor=redactor,
+                tracer_provider=tracer_provider,
+                logger=logger,
+                meter_provider=meter_provider,
+            )
+            finals[name] = await agent.run(case.prompt)
+        if after_case is not None:
+            after_case(name)
+    return finals

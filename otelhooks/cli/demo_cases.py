@@ -11,7 +11,6 @@ fake API key; the model, the log and the spans see it redacted). ``all`` runs th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +18,7 @@ from opentelemetry.trace import TracerProvider
 
 from ..builtin import RedactionHook, Redactor, StructlogEvents
 from ..core.hooks import AfterToolCallContext, BeforeDecision, BeforeToolCallContext, Hooks, block
-from ..core.loop import Agent, RunResult
+from ..core.loop import Agent
 from ..core.messages import AssistantMessage, ToolCall
 from ..core.tools import ToolRegistry
 from ..providers import ScriptedProvider, quote_last_tool_result
@@ -144,44 +143,3 @@ def demo_agent(
     )
     agent.subscribe(transcript)
     return agent
-
-
-async def run_cases(
-    names: list[str],
-    transcript: Transcript,
-    *,
-    redactor: Redactor,
-    tracer_provider: TracerProvider | None,
-    after_case: Callable[[str], None] | None = None,
-    logger: Any = None,
-    meter_provider: Any = None,
-) -> dict[str, RunResult]:
-    """Run the named cases one after the other; return each one's final message. The ``mcp``
-    case needs ``otelhooks[mcp]`` and ``mcp-server-time`` (see :mod:`otelhooks.demo_mcp`)."""
-    finals: dict[str, RunResult] = {}
-    for name in names:
-        transcript.note(f"otelhooks demo: {name}", case=name)
-        if name == "mcp":
-            from .demo_mcp import run_mcp_case
-
-            finals[name] = await run_mcp_case(
-                transcript,
-                redactor=redactor,
-                tracer_provider=tracer_provider,
-                logger=logger,
-                meter_provider=meter_provider,
-            )
-        else:
-            case = DEMO_CASES[name]
-            agent = demo_agent(
-                case,
-                transcript,
-                redactor=redactor,
-                tracer_provider=tracer_provider,
-                logger=logger,
-                meter_provider=meter_provider,
-            )
-            finals[name] = await agent.run(case.prompt)
-        if after_case is not None:
-            after_case(name)
-    return finals

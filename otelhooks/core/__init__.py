@@ -85,6 +85,7 @@ if TYPE_CHECKING:
         ToolCallChunk,
     )
     from .tools import (
+        TOOL_NAME,
         InvalidArguments,
         Tool,
         ToolContext,
@@ -167,6 +168,7 @@ __getattr__, __dir__ = lazy_names(
             "ToolCallChunk",
         ),
         "tools": (
+            "TOOL_NAME",
             "InvalidArguments",
             "Tool",
             "ToolContext",
@@ -184,6 +186,7 @@ __all__ = [
     "FAIL_CLOSED",
     "FAIL_OPEN",
     "KEEP",
+    "TOOL_NAME",
     "AfterOverride",
     "AfterToolCallContext",
     "Agent",
