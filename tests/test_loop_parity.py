@@ -231,6 +231,50 @@ async def test_continue_sends_queued_follow_ups_first_and_returns_only_new_messa
     assert len(agent.messages) == 4
 
 
+async def test_continue_with_two_steering_messages_delivers_one_per_turn(
+    otelhooks_tracing: InMemoryTracing, registry: ToolRegistry
+) -> None:
+    # Pi's default one-at-a-time mode: continue() takes one steering message and skips the first
+    # turn's poll of the queue, so the second one waits for the next turn.
+    history: list[AgentMessage] = [UserMessage("q"), AssistantMessage(text="a")]
+    agent, provider, _ = agent_for(
+        otelhooks_tracing,
+        [AssistantMessage(text="first"), AssistantMessage(text="second")],
+        registry,
+        messages=history,
+    )
+    agent.steer("s1")
+    agent.steer("s2")
+    result = await agent.run()
+    assert [user_texts(r.messages) for r in provider.requests] == [
+        ["q", "s1"],
+        ["q", "s1", "s2"],
+    ]
+    roles = [type(m).__name__ for m in agent.messages]
+    assert roles[-4:] == ["UserMessage", "AssistantMessage", "UserMessage", "AssistantMessage"]
+    assert result.messages == (
+        UserMessage("s1"),
+        agent.messages[3],
+        UserMessage("s2"),
+        result.final,
+    )
+    assert result.text == "second"
+
+
+async def test_continue_with_all_mode_sends_every_queued_steering_message_at_once(
+    otelhooks_tracing: InMemoryTracing, registry: ToolRegistry
+) -> None:
+    history: list[AgentMessage] = [UserMessage("q"), AssistantMessage(text="a")]
+    agent, provider, _ = agent_for(
+        otelhooks_tracing, [AssistantMessage(text="both")], registry, messages=history
+    )
+    agent.steering_mode = "all"
+    agent.steer("s1")
+    agent.steer("s2")
+    await agent.run()
+    assert [user_texts(r.messages) for r in provider.requests] == [["q", "s1", "s2"]]
+
+
 # -- terminate -----------------------------------------------------------------------------------
 
 

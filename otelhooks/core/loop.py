@@ -298,23 +298,29 @@ class Agent:
         """
         if self._signal is not None:
             raise AgentStateError("this agent is already running; use steer() or follow_up()")
-        new = [_user(prompt)] if prompt is not None else self._continuation()
+        steered = False
+        if prompt is not None:
+            new = [_user(prompt)]
+        else:
+            new, steered = self._continuation()
         self._signal = signal or CancelSignal()
         try:
-            return await self._run(new, self._signal)
+            return await self._run(new, self._signal, poll_steering=not steered)
         finally:
             self._signal = None
 
-    def _continuation(self) -> list[UserMessage]:
-        """The messages a continued run starts with (see :meth:`run`)."""
+    def _continuation(self) -> tuple[list[UserMessage], bool]:
+        """The messages a continued run starts with (see :meth:`run`), and whether they came
+        from the steering queue: the first turn then takes no more from it (Pi's
+        ``skipInitialSteeringPoll``), so that one-at-a-time means one per turn."""
         if not self.messages:
             raise AgentStateError("cannot continue: there are no messages; give a prompt")
         if not isinstance(self.messages[-1], AssistantMessage):
-            return []
+            return [], False
         if self._steering:
-            return self._take(self._steering, self.steering_mode)
+            return self._take(self._steering, self.steering_mode), True
         if self._follow_ups:
-            return self._take(self._follow_ups, self.follow_up_mode)
+            return self._take(self._follow_ups, self.follow_up_mode), False
         raise AgentStateError(
             "cannot continue from an assistant message with nothing queued: give a prompt, "
             "or queue one with steer() or follow_up()"
@@ -340,7 +346,9 @@ class Agent:
 
     # -- a run --------------------------------------------------------------------------------
 
-    async def _run(self, new: list[UserMessage], signal: CancelSignal) -> RunResult:
+    async def _run(
+        self, new: list[UserMessage], signal: CancelSignal, *, poll_steering: bool
+    ) -> RunResult:
         run_id = uuid.uuid4().hex[:16]
         trace_ = self._recorder.run(self.name, self._run_attributes())
         run = _Run(run_id, signal, trace_.context, [])
@@ -350,7 +358,7 @@ class Agent:
         self._emit(AgentStart(run_id))
         try:
             self._add_messages(run, new)
-            final = await self._turns(run)
+            final = await self._turns(run, poll_steering)
             return RunResult(run_id, tuple(run.added), final, run.usage)
         except asyncio.CancelledError:
             trace_.cancelled()
@@ -377,7 +385,9 @@ class Agent:
             attributes[A.GEN_AI_CONVERSATION_ID] = self.conversation_id
         return attributes
 
-    async def _turns(self, run: _Run) -> AssistantMessage:
+    async def _turns(self, run: _Run, poll_steering: bool) -> AssistantMessage:
+        """Turns until the provider stops; ``poll_steering`` says whether the first turn takes
+        queued steering messages (not when the run started with one)."""
         index = 0
         while True:
             index += 1
@@ -386,7 +396,8 @@ class Agent:
                     stop_reason="error", error_message=f"stopped after {self.max_turns} turns"
                 )
             self._emit(TurnStart(index))
-            self._add_messages(run, self._take(self._steering, self.steering_mode))
+            if index > 1 or poll_steering:
+                self._add_messages(run, self._take(self._steering, self.steering_mode))
             turn = self._snapshot(run.run_id, index)
             message, chat_link = await self._ask_provider(turn, run)
             self._add(run, message)
