@@ -524,6 +524,30 @@ async def test_anthropic_errors_and_cut_streams(
     assert types == ["400", "529", "stream_incomplete"]
 
 
+@pytest.mark.parametrize(
+    ("error_type", "message"),
+    [("overloaded_error", "Overloaded"), ("api_error", "Internal server error")],
+)
+async def test_anthropic_error_inside_the_stream_keeps_its_type(
+    server: ModelServer, otelhooks_tracing: InMemoryTracing, error_type: str, message: str
+) -> None:
+    """The Messages API (and servers speaking its format, such as the LiteLLM proxy) may answer
+    HTTP 200 and then send ``event: error`` in the stream: the type comes from the event."""
+    events = list(anthropic_stream([{"type": "text", "text": "partial answer"}]))[:4]
+    events.append(("error", anthropic_error(error_type, message)))
+    server.queue(Reply(events=events))
+    provider = AnthropicMessages(api_key="sk-ant-test", base_url=server.url, max_retries=0)
+    agent = Agent(provider, model="claude-sonnet-5-5", tracer_provider=otelhooks_tracing.provider)
+    result = await agent.run("hi")
+    assert result.stop_reason == "error"
+    assert result.final.error_type == error_type
+    assert "200" not in str(result.error_message)
+    assert message in str(result.error_message) and error_type in str(result.error_message)
+    (chat,) = otelhooks_tracing.find("chat claude-sonnet-5-5")
+    assert chat.attributes["error.type"] == error_type  # type: ignore[index]
+    assert chat.status.description is not None and message in chat.status.description
+
+
 async def test_anthropic_sdk_spans_replace_ours(
     server: ModelServer, otelhooks_tracing: InMemoryTracing
 ) -> None:

@@ -84,10 +84,16 @@ def error_message(
 ) -> AssistantMessage:
     """A failed request as the turn's message: ``stop_reason="error"``, a message saying what
     happened (status, the API's own message, when to retry) and ``error_type`` (the HTTP status,
-    ``timeout``, ``connection_error`` or the exception's class)."""
+    ``timeout``, ``connection_error`` or the exception's class; for an error sent inside an
+    accepted stream, the type the error event gives)."""
     status = getattr(exc, "status_code", None)
     body_message = _api_message(exc)
-    if isinstance(status, int):
+    body_type = _api_error_type(exc)
+    if isinstance(status, int) and status < 400 and body_type:
+        # An error event inside a stream the server had accepted (HTTP 200): the Anthropic API
+        # sends overloaded errors this way. The status says nothing; the event says what failed.
+        error_type, what, detail = body_type, f"{provider} API error ({body_type})", body_message
+    elif isinstance(status, int):
         error_type = str(status)
         what = f"{provider} API error {status}"
         retry_after = _retry_after(exc)
@@ -121,6 +127,16 @@ def _api_message(exc: BaseException) -> str:
             return str(error["message"])
     message = getattr(exc, "message", None)
     return message if isinstance(message, str) else ""
+
+
+def _api_error_type(exc: BaseException) -> str | None:
+    """The error's type as the API's body gives it (``overloaded_error``, ``api_error``)."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("type"), str) and error["type"]:
+            return str(error["type"])
+    return None
 
 
 def _retry_after(exc: BaseException) -> str | None:
