@@ -19,7 +19,7 @@ import structlog
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from benchmarks.run import make_registry
+from benchmarks.floors import make_registry
 from otelhooks import Hooks, ToolCall, ToolExecutor
 from otelhooks.builtin import RedactingProcessor, RedactionHook, Redactor, StructlogEvents
 from otelhooks.builtin.structlog_events import add_trace_context

@@ -9,7 +9,7 @@ import asyncio
 import json
 import sys
 
-from benchmarks.run import make_registry
+from benchmarks.floors import make_registry
 from otelhooks import Hooks, ToolCall, ToolExecutor
 from otelhooks.builtin import RedactionHook, Redactor
 from otelhooks.telemetry.tracing import setup_tracing

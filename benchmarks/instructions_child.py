@@ -14,13 +14,12 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from benchmarks.run import (
+from benchmarks.floors import (
     default_hooks,
     make_floor,
     make_logger,
     make_minimal_floor,
     make_registry,
-    plain_logger,
     plain_provider,
     sdk_provider,
 )
@@ -33,7 +32,7 @@ def main(side: str, n: int) -> None:
     if side in ("readme", "same-work"):
         provider, logger = sdk_provider(redactor), make_logger(redactor)
     else:
-        provider, logger = plain_provider(), plain_logger()
+        provider, logger = plain_provider(), make_logger(None)
     if side == "same-work":
         fn = make_floor(provider, redactor, logger)
     elif side == "minimal":

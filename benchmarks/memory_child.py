@@ -9,7 +9,8 @@ import asyncio
 import json
 import sys
 
-from benchmarks.run import SinkExporter, default_hooks, make_logger, make_registry
+from benchmarks.floors import default_hooks, make_logger, make_registry
+from benchmarks.harness import SinkExporter
 from otelhooks import ToolCall, ToolExecutor
 from otelhooks.builtin import Redactor
 from otelhooks.telemetry.tracing import setup_tracing

@@ -54,3 +54,16 @@ def test_benchmark_script_rejects_unknown_sections() -> None:
     )
     assert done.returncode == 2
     assert "unknown sections: nope" in done.stderr
+
+
+def test_every_benchmark_module_is_run_and_numbered_once() -> None:
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import run
+
+    modules = sorted(
+        p.stem.removeprefix("bench_") for p in (ROOT / "benchmarks").glob("bench_*.py")
+    )
+    assert sorted(run.BENCHMARKS) == modules
+    numbers = [run.load(name).NUMBER for name in run.BENCHMARKS]
+    assert numbers == [str(i) for i in range(1, len(numbers) + 1)]
+    assert all(callable(run.load(name).run) for name in run.BENCHMARKS)

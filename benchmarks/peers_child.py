@@ -7,7 +7,7 @@ the difference divided by ``K``. Every framework uses its own offline test model
 and otelhooks' ``ScriptedProvider`` with the README set-up (redaction in its three places and a
 structlog event per call, spans into an in-memory exporter).
 
-    python -m benchmarks.peers [--quick]     # prints one JSON object
+    python -m benchmarks.peers_child [--quick]     # prints one JSON object
 
 A framework that is not installed is reported as such and skipped. Strands pins an older ``mcp``
 than otelhooks' MCP extra needs, so it cannot share the project's environment: ``run.py`` gives it
@@ -34,7 +34,7 @@ def echo(text: str) -> str:
 
 
 def otelhooks_runner() -> Runner:
-    from benchmarks.run import default_hooks, make_logger, sdk_provider
+    from benchmarks.floors import default_hooks, make_logger, sdk_provider
     from otelhooks import AssistantMessage, ToolCall, ToolRegistry
     from otelhooks.builtin import Redactor
     from otelhooks.core.loop import Agent
@@ -58,7 +58,7 @@ def otelhooks_runner() -> Runner:
 def _boundary_setup() -> tuple[Any, Any]:
     """otelhooks as the README sets it up: redaction in its three places, a structlog event per
     call, spans into an in-memory exporter."""
-    from benchmarks.run import default_hooks, make_logger, sdk_provider
+    from benchmarks.floors import default_hooks, make_logger, sdk_provider
     from otelhooks.builtin import Redactor
 
     redactor = Redactor()

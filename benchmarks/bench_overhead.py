@@ -1,0 +1,129 @@
+"""1. Overhead per tool call against two hand-written floors (full tracing)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+from benchmarks.floors import (
+    default_hooks,
+    make_floor,
+    make_logger,
+    make_minimal_floor,
+    make_registry,
+    plain_provider,
+    sdk_provider,
+)
+from benchmarks.harness import ROOT, Report, compare
+from otelhooks import ToolExecutor
+from otelhooks.builtin import Redactor
+
+NAME = "overhead"
+NUMBER = "1"
+TITLE = "Overhead per tool call against two hand-written floors (full tracing)"
+
+
+def run(report: Report, quick: bool) -> None:
+    redactor = Redactor()
+    provider = sdk_provider(redactor)
+    logger = make_logger(redactor)
+    readme = ToolExecutor(
+        make_registry(), default_hooks(redactor, logger), tracer_provider=provider
+    )
+    same_work = make_floor(provider, redactor, logger)
+    bare_provider, bare_logger = plain_provider(), make_logger(None)
+    defaults_only = ToolExecutor(
+        make_registry(), default_hooks(redactor, bare_logger), tracer_provider=bare_provider
+    )
+    minimal = make_minimal_floor(bare_provider, bare_logger)
+    n, repeats = (300, 3) if quick else (500, 41)
+    comparison = compare(
+        {
+            "readme set-up": readme.execute,
+            "same-work floor": same_work,
+            "default hooks, no span/log redaction": defaults_only.execute,
+            "minimal floor": minimal,
+        },
+        n,
+        repeats,
+    )
+    provider.shutdown()
+    bare_provider.shutdown()
+    pairs = {
+        "readme / same-work floor": ("readme set-up", "same-work floor", 1.0),
+        "readme / minimal floor": ("readme set-up", "minimal floor", 1.3),
+        "defaults without span/log redaction / minimal floor": (
+            "default hooks, no span/log redaction",
+            "minimal floor",
+            1.0,
+        ),
+    }
+    result = comparison.medians
+    ratios = {name: comparison.ratio(a, b) for name, (a, b, _) in pairs.items()}
+    report.results["overhead"] = {
+        "us_per_call": result,
+        "ratios": ratios,
+        "spread": {name: comparison.spread(a, b) for name, (a, b, _) in pairs.items()},
+        "targets": {name: target for name, (_, _, target) in pairs.items()},
+    }
+    for name, value in result.items():
+        report.row(name, f"{value:.1f} µs")
+    for name, (a, b, target) in pairs.items():
+        report.verdict(name, ratios[name], target)
+        low, high = comparison.spread(a, b)
+        report.row("  per-round spread", f"{low:.2f}–{high:.2f}×")
+    instructions = instructions_per_call(report, quick)
+    if instructions is not None:
+        report.results["overhead"]["instructions_per_call"] = instructions
+        for side, count in instructions.items():
+            report.row(f"{side}: instructions per call (callgrind)", f"{count:,.0f}")
+        for a, b in (("readme", "same-work"), ("readme", "minimal"), ("defaults", "minimal")):
+            ratio_ir = instructions[a] / instructions[b]
+            report.results["overhead"][f"instructions_ratio_{a}_{b}"] = ratio_ir
+            report.row(f"instructions {a} / {b}", f"{ratio_ir:.3f}×")
+
+
+def instructions_per_call(report: Report, quick: bool) -> dict[str, float] | None:
+    """Instructions per call of each side of benchmark 1, counted by valgrind's callgrind: the
+    difference between runs of ``small`` and ``large`` calls, divided by the extra calls."""
+    if quick:
+        report.row("instructions (callgrind)", "skipped", "not in --quick")
+        return None
+    if shutil.which("valgrind") is None:
+        report.row("instructions (callgrind)", "no valgrind", "apt-get install valgrind")
+        return None
+    small, large = 50, 250
+
+    def count(side: str, n: int) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                "--callgrind-out-file=/dev/null",
+                sys.executable,
+                "-m",
+                "benchmarks.instructions_child",
+                side,
+                str(n),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    sides = ("readme", "same-work", "defaults", "minimal")
+    totals: dict[tuple[str, int], int] = {}
+    for side in sides:  # two at a time: one per core
+        procs = {n: count(side, n) for n in (small, large)}
+        for n, proc in procs.items():
+            _, err = proc.communicate(timeout=1800)
+            found = [line for line in err.splitlines() if "Collected :" in line]
+            if proc.returncode != 0 or not found:
+                report.row("instructions (callgrind)", "failed", err[-200:])
+                return None
+            totals[(side, n)] = int(found[-1].rsplit(":", 1)[1])
+    return {
+        side: (totals[(side, large)] - totals[(side, small)]) / (large - small) for side in sides
+    }
