@@ -16,194 +16,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import core as _core
 from ._lazy import lazy_names
 from .version import __version__
 
 if TYPE_CHECKING:
-    from .core.cancel import (
-        CancelSignal,
-    )
-    from .core.execute import (
-        DEFAULT_TOOL_TIMEOUT,
-        PreparedCall,
-        ToolExecutor,
-    )
-    from .core.hooks import (
-        FAIL_CLOSED,
-        FAIL_OPEN,
-        KEEP,
-        AfterOverride,
-        AfterToolCallContext,
-        BeforeDecision,
-        BeforeToolCallContext,
-        HookChain,
-        Hooks,
-        RegisteredHook,
-        ToolCallRecord,
-        UnmatchedToolPattern,
-        UnmatchedToolPatternError,
-        allow,
-        block,
-        rewrite,
-    )
-    from .core.loop import (
-        Agent,
-        AgentStateError,
-        RunResult,
-    )
-    from .core.messages import (
-        AgentContext,
-        AgentMessage,
-        AssistantMessage,
-        CustomMessage,
-        MediaContent,
-        Message,
-        ThinkingBlock,
-        ToolCall,
-        ToolResult,
-        ToolSpec,
-        Usage,
-        UserMessage,
-    )
-    from .core.tools import (
-        InvalidArguments,
-        Tool,
-        ToolContext,
-        ToolError,
-        ToolNotFound,
-        ToolOutput,
-        ToolRegistry,
-        make_tool,
-    )
-    from .telemetry.content import (
-        Capture,
-    )
-    from .telemetry.testing import (
-        InMemoryTracing,
-        in_memory_tracing,
-    )
-    from .telemetry.tracing import (
-        TracingSetup,
-        setup_tracing,
-    )
+    from .core import *
+    from .telemetry import Capture, InMemoryTracing, TracingSetup, in_memory_tracing, setup_tracing
+
+_TELEMETRY = "Capture InMemoryTracing TracingSetup in_memory_tracing setup_tracing"
 
 __getattr__, __dir__ = lazy_names(
-    __name__,
-    globals(),
-    {
-        "core.cancel": ("CancelSignal",),
-        "core.execute": (
-            "DEFAULT_TOOL_TIMEOUT",
-            "PreparedCall",
-            "ToolExecutor",
-        ),
-        "core.hooks": (
-            "FAIL_CLOSED",
-            "FAIL_OPEN",
-            "KEEP",
-            "AfterOverride",
-            "AfterToolCallContext",
-            "BeforeDecision",
-            "BeforeToolCallContext",
-            "HookChain",
-            "Hooks",
-            "RegisteredHook",
-            "ToolCallRecord",
-            "UnmatchedToolPattern",
-            "UnmatchedToolPatternError",
-            "allow",
-            "block",
-            "rewrite",
-        ),
-        "core.loop": (
-            "Agent",
-            "AgentStateError",
-            "RunResult",
-        ),
-        "core.messages": (
-            "AgentContext",
-            "AgentMessage",
-            "AssistantMessage",
-            "CustomMessage",
-            "MediaContent",
-            "Message",
-            "ThinkingBlock",
-            "ToolCall",
-            "ToolResult",
-            "ToolSpec",
-            "Usage",
-            "UserMessage",
-        ),
-        "core.tools": (
-            "InvalidArguments",
-            "Tool",
-            "ToolContext",
-            "ToolError",
-            "ToolNotFound",
-            "ToolOutput",
-            "ToolRegistry",
-            "make_tool",
-        ),
-        "telemetry.content": ("Capture",),
-        "telemetry.tracing": (
-            "TracingSetup",
-            "setup_tracing",
-        ),
-        "telemetry.testing": (
-            "InMemoryTracing",
-            "in_memory_tracing",
-        ),
-    },
+    __name__, globals(), {"core": _core.__all__, "telemetry": _TELEMETRY}
 )
 
-__all__ = [
-    "DEFAULT_TOOL_TIMEOUT",
-    "FAIL_CLOSED",
-    "FAIL_OPEN",
-    "KEEP",
-    "AfterOverride",
-    "AfterToolCallContext",
-    "Agent",
-    "AgentContext",
-    "AgentMessage",
-    "AgentStateError",
-    "AssistantMessage",
-    "BeforeDecision",
-    "BeforeToolCallContext",
-    "CancelSignal",
-    "Capture",
-    "CustomMessage",
-    "HookChain",
-    "Hooks",
-    "InMemoryTracing",
-    "InvalidArguments",
-    "MediaContent",
-    "Message",
-    "PreparedCall",
-    "RegisteredHook",
-    "RunResult",
-    "ThinkingBlock",
-    "Tool",
-    "ToolCall",
-    "ToolCallRecord",
-    "ToolContext",
-    "ToolError",
-    "ToolExecutor",
-    "ToolNotFound",
-    "ToolOutput",
-    "ToolRegistry",
-    "ToolResult",
-    "ToolSpec",
-    "TracingSetup",
-    "UnmatchedToolPattern",
-    "UnmatchedToolPatternError",
-    "Usage",
-    "UserMessage",
-    "__version__",
-    "allow",
-    "block",
-    "in_memory_tracing",
-    "make_tool",
-    "rewrite",
-    "setup_tracing",
-]
+__all__ = ["Capture", "InMemoryTracing", "TracingSetup", "__version__"]
+__all__ += ["in_memory_tracing", "setup_tracing"]
+__all__ += _core.__all__

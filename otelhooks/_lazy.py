@@ -9,12 +9,17 @@ from typing import Any
 
 
 def lazy_names(
-    package: str, namespace: dict[str, Any], modules: Mapping[str, Sequence[str]]
+    package: str, namespace: dict[str, Any], modules: Mapping[str, str | Sequence[str]]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for ``package`` whose public names live in ``modules``
-    (module path relative to the package -> names). The package keeps a literal ``__all__``
-    (type checkers read it); a test checks that the two agree."""
-    where = {name: module for module, names in modules.items() for name in names}
+    (module path relative to the package -> its names, a sequence or one space-separated
+    string). The package keeps a literal ``__all__`` (type checkers read it); a test checks
+    that the two agree."""
+    where = {
+        name: module
+        for module, names in modules.items()
+        for name in (names.split() if isinstance(names, str) else names)
+    }
     public = sorted(where)
 
     def __getattr__(name: str) -> Any:

@@ -15,168 +15,40 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from .cancel import (
-        CancelSignal,
-    )
-    from .events import (
-        AgentEnd,
-        AgentEvent,
-        AgentStart,
-        MessageEnd,
-        MessageStart,
-        TextDelta,
-        ToolCallRequested,
-        ToolExecutionEnd,
-        ToolExecutionStart,
-        ToolExecutionUpdate,
-        ToolResultEvent,
-        TurnEnd,
-        TurnStart,
-    )
-    from .execute import (
-        DEFAULT_TOOL_TIMEOUT,
-        PreparedCall,
-        ToolExecutor,
-    )
-    from .hooks import (
-        FAIL_CLOSED,
-        FAIL_OPEN,
-        KEEP,
-        AfterOverride,
-        AfterToolCallContext,
-        BeforeDecision,
-        BeforeToolCallContext,
-        HookChain,
-        Hooks,
-        RegisteredHook,
-        ToolCallRecord,
-        UnmatchedToolPattern,
-        UnmatchedToolPatternError,
-        allow,
-        block,
-        rewrite,
-    )
-    from .loop import (
-        Agent,
-        AgentStateError,
-        RunResult,
-    )
-    from .messages import (
-        AgentContext,
-        AgentMessage,
-        AssistantMessage,
-        CustomMessage,
-        MediaContent,
-        Message,
-        ThinkingBlock,
-        ToolCall,
-        ToolResult,
-        ToolSpec,
-        Usage,
-        UserMessage,
-    )
-    from .provider import (
-        Done,
-        ModelParams,
-        Provider,
-        ProviderRequest,
-        StreamEvent,
-        TextChunk,
-        ToolCallChunk,
-    )
-    from .tools import (
-        TOOL_NAME,
-        InvalidArguments,
-        Tool,
-        ToolContext,
-        ToolError,
-        ToolNotFound,
-        ToolOutput,
-        ToolRegistry,
-        make_tool,
-    )
+    from .cancel import *
+    from .events import *
+    from .execute import *
+    from .hooks import *
+    from .loop import *
+    from .messages import *
+    from .provider import *
+    from .tools import *
 
 __getattr__, __dir__ = lazy_names(
     __name__,
     globals(),
     {
-        "cancel": ("CancelSignal",),
+        "cancel": "CancelSignal",
         "events": (
-            "AgentEnd",
-            "AgentEvent",
-            "AgentStart",
-            "MessageEnd",
-            "MessageStart",
-            "TextDelta",
-            "ToolCallRequested",
-            "ToolExecutionEnd",
-            "ToolExecutionStart",
-            "ToolExecutionUpdate",
-            "ToolResultEvent",
-            "TurnEnd",
-            "TurnStart",
+            "AgentEnd AgentEvent AgentStart MessageEnd MessageStart TextDelta ToolCallRequested "
+            "ToolExecutionEnd ToolExecutionStart ToolExecutionUpdate ToolResultEvent TurnEnd "
+            "TurnStart"
         ),
-        "execute": (
-            "DEFAULT_TOOL_TIMEOUT",
-            "PreparedCall",
-            "ToolExecutor",
-        ),
+        "execute": "DEFAULT_TOOL_TIMEOUT PreparedCall ToolExecutor",
         "hooks": (
-            "FAIL_CLOSED",
-            "FAIL_OPEN",
-            "KEEP",
-            "AfterOverride",
-            "AfterToolCallContext",
-            "BeforeDecision",
-            "BeforeToolCallContext",
-            "HookChain",
-            "Hooks",
-            "RegisteredHook",
-            "ToolCallRecord",
-            "UnmatchedToolPattern",
-            "UnmatchedToolPatternError",
-            "allow",
-            "block",
-            "rewrite",
+            "FAIL_CLOSED FAIL_OPEN KEEP AfterOverride AfterToolCallContext BeforeDecision "
+            "BeforeToolCallContext HookChain Hooks RegisteredHook ToolCallRecord "
+            "UnmatchedToolPattern UnmatchedToolPatternError allow block rewrite"
         ),
-        "loop": (
-            "Agent",
-            "AgentStateError",
-            "RunResult",
-        ),
+        "loop": "Agent AgentStateError RunResult",
         "messages": (
-            "AgentContext",
-            "AgentMessage",
-            "AssistantMessage",
-            "CustomMessage",
-            "MediaContent",
-            "Message",
-            "ThinkingBlock",
-            "ToolCall",
-            "ToolResult",
-            "ToolSpec",
-            "Usage",
-            "UserMessage",
+            "AgentContext AgentMessage AssistantMessage CustomMessage MediaContent Message "
+            "ThinkingBlock ToolCall ToolResult ToolSpec Usage UserMessage"
         ),
-        "provider": (
-            "Done",
-            "ModelParams",
-            "Provider",
-            "ProviderRequest",
-            "StreamEvent",
-            "TextChunk",
-            "ToolCallChunk",
-        ),
+        "provider": "Done ModelParams Provider ProviderRequest StreamEvent TextChunk ToolCallChunk",
         "tools": (
-            "TOOL_NAME",
-            "InvalidArguments",
-            "Tool",
-            "ToolContext",
-            "ToolError",
-            "ToolNotFound",
-            "ToolOutput",
-            "ToolRegistry",
-            "make_tool",
+            "TOOL_NAME InvalidArguments Tool ToolContext ToolError ToolNotFound ToolOutput "
+            "ToolRegistry make_tool"
         ),
     },
 )

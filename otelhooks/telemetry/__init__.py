@@ -20,30 +20,12 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from .content import (
-        Capture,
-        capture_from_env,
-        parse_capture,
-    )
-    from .environment import (
-        ConfigurationError,
-    )
-    from .instruments import (
-        Instruments,
-    )
-    from .jaeger_query import (
-        JaegerQuery,
-        QueryError,
-        Trace,
-    )
-    from .spantree import (
-        TreeSpan,
-        render_tree,
-    )
-    from .testing import (
-        InMemoryTracing,
-        in_memory_tracing,
-    )
+    from .content import Capture, capture_from_env, parse_capture
+    from .environment import ConfigurationError
+    from .instruments import Instruments
+    from .jaeger_query import JaegerQuery, QueryError, Trace
+    from .spantree import TreeSpan, render_tree
+    from .testing import InMemoryTracing, in_memory_tracing
     from .tracing import (
         DEFAULT_BATCH,
         ExportStats,
@@ -57,33 +39,15 @@ __getattr__, __dir__ = lazy_names(
     __name__,
     globals(),
     {
-        "content": (
-            "Capture",
-            "capture_from_env",
-            "parse_capture",
-        ),
-        "environment": ("ConfigurationError",),
-        "instruments": ("Instruments",),
-        "jaeger_query": (
-            "JaegerQuery",
-            "QueryError",
-            "Trace",
-        ),
-        "spantree": (
-            "TreeSpan",
-            "render_tree",
-        ),
-        "testing": (
-            "InMemoryTracing",
-            "in_memory_tracing",
-        ),
+        "content": "Capture capture_from_env parse_capture",
+        "environment": "ConfigurationError",
+        "instruments": "Instruments",
+        "jaeger_query": "JaegerQuery QueryError Trace",
+        "spantree": "TreeSpan render_tree",
+        "testing": "InMemoryTracing in_memory_tracing",
         "tracing": (
-            "DEFAULT_BATCH",
-            "ExportStats",
-            "RedactingOTLPSpanExporter",
-            "TracingSetup",
-            "make_otlp_exporter",
-            "setup_tracing",
+            "DEFAULT_BATCH ExportStats RedactingOTLPSpanExporter TracingSetup make_otlp_exporter "
+            "setup_tracing"
         ),
     },
 )

@@ -10,49 +10,17 @@ from typing import TYPE_CHECKING
 from ..._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from .client import (
-        CONNECTION_ERROR,
-        MCPServerTools,
-        MCPTool,
-        MCPToolError,
-        mcp_tools,
-        to_tool_output,
-    )
-    from .policy import (
-        PolicyError,
-        ProxyPolicy,
-        UpstreamConfig,
-        load_policy,
-        parse_policy,
-    )
-    from .proxy import (
-        MCPProxy,
-        ProxyStartError,
-    )
+    from .client import *
+    from .policy import *
+    from .proxy import *
 
 __getattr__, __dir__ = lazy_names(
     __name__,
     globals(),
     {
-        "client": (
-            "CONNECTION_ERROR",
-            "MCPServerTools",
-            "MCPTool",
-            "MCPToolError",
-            "mcp_tools",
-            "to_tool_output",
-        ),
-        "policy": (
-            "PolicyError",
-            "ProxyPolicy",
-            "UpstreamConfig",
-            "load_policy",
-            "parse_policy",
-        ),
-        "proxy": (
-            "MCPProxy",
-            "ProxyStartError",
-        ),
+        "client": "CONNECTION_ERROR MCPServerTools MCPTool MCPToolError mcp_tools to_tool_output",
+        "policy": "PolicyError ProxyPolicy UpstreamConfig load_policy parse_policy",
+        "proxy": "MCPProxy ProxyStartError",
     },
 )
 
