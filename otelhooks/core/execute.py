@@ -23,7 +23,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from opentelemetry import context as otel_context
 from opentelemetry import metrics
@@ -69,6 +69,24 @@ bound, as in Pi: a positive number replaces the default for that call, ``0`` dis
 
 _UNWATCHED = CancelSignal()  # never cancelled: the signal of a call nobody can cancel
 _PLAIN = frozenset({str, int, float, bool, dict, list, tuple, type(None), ToolOutput})
+
+
+class CallOptions(TypedDict, total=False):
+    """What :meth:`ToolExecutor.execute` and :meth:`ToolExecutor.prepare` accept besides the
+    call; every key is optional."""
+
+    assistant_message: AssistantMessage | None
+    """The message that asked for the call (hooks see it)."""
+    context: AgentContext | None
+    """The run's snapshot (hooks see it)."""
+    signal: CancelSignal | None
+    """The run's cancellation signal: cancelling it stops the call."""
+    on_update: UpdateCallback | None
+    """Called with each progress update the tool reports."""
+    hooks: HookChain | None
+    """The hooks of this call (default: the executor's, as they are now)."""
+    timeout: float | None
+    """Seconds this call may run, replacing the tool's and the executor's; ``0`` disables."""
 
 
 @dataclass(slots=True)
@@ -132,7 +150,7 @@ class ToolExecutor:
         self.tool_timeout = tool_timeout
         self.recorder = recorder or ToolCallRecorder(
             tracer_provider,
-            capture_content=self.capture.on_span,
+            capture=self.capture,
             max_content_length=max_content_length,
             instruments=instruments or Instruments(meter_provider),
         )
@@ -143,57 +161,38 @@ class ToolExecutor:
 
     # -- public entry points ------------------------------------------------------------------
 
-    async def execute(
-        self,
-        call: ToolCall,
-        *,
-        assistant_message: AssistantMessage | None = None,
-        context: AgentContext | None = None,
-        signal: CancelSignal | None = None,
-        on_update: UpdateCallback | None = None,
-        hooks: HookChain | None = None,
-        timeout: float | None = None,
-    ) -> ToolResult:
-        """Run one call through before -> run -> after and return its result.
-
-        ``timeout`` (seconds) overrides the tool's and the executor's for this call; ``0``
-        disables it.
-        """
-        if self._unobserved and signal is None and on_update is None:
-            tool = self._plain_tool(call, hooks)
+    async def execute(self, call: ToolCall, **options: Unpack[CallOptions]) -> ToolResult:
+        """Run one call through before -> run -> after and return its result."""
+        unwatched = options.get("signal") is None and options.get("on_update") is None
+        if self._unobserved and unwatched:
+            tool = self._plain_tool(call, options.get("hooks"))
             if tool is not None:
-                return await self._untraced(call, tool, timeout)
-        prepared = await self.prepare(
-            call,
-            assistant_message=assistant_message,
-            context=context,
-            signal=signal,
-            on_update=on_update,
-            hooks=hooks,
-            timeout=timeout,
-        )
-        return await self.finish(prepared)
+                return await self._untraced(call, tool, options.get("timeout"))
+        return await self.finish(await self.prepare(call, **options))
 
     async def prepare(
         self,
         call: ToolCall,
         *,
-        assistant_message: AssistantMessage | None = None,
-        context: AgentContext | None = None,
-        signal: CancelSignal | None = None,
-        on_update: UpdateCallback | None = None,
-        hooks: HookChain | None = None,
         parent: otel_context.Context | None = None,
         links: Sequence[Link] | None = None,
-        timeout: float | None = None,
+        **options: Unpack[CallOptions],
     ) -> PreparedCall:
         """Start the call's span and run its before phase (validation and before-hooks).
 
         ``parent`` is the context the tool span is created under (default: the current one);
         ``links`` link it to other spans (the loop links the ``chat`` span that asked for it).
         """
-        p = self._start(call, parent, links, hooks, context, signal)
-        p.assistant_message, p.on_update, p.timeout = assistant_message, on_update, timeout
+        p = self._start(
+            call,
+            parent,
+            links,
+            options.get("hooks"),
+            options.get("context"),
+            options.get("signal"),
+        )
+        p.assistant_message = options.get("assistant_message")
+        p.on_update, p.timeout = options.get("on_update"), options.get("timeout")
         try:
             with p.signal.watching() if p.watched else _NOT_WATCHED:
                 await self._before(p)

@@ -41,7 +41,17 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Literal,
+    TypeAlias,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    overload,
+)
 
 from .cancel import CancelSignal
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult, ToolSpec
@@ -172,6 +182,7 @@ ObserverFn: TypeAlias = Callable[[ToolCallRecord], Any]
 ScrubFn: TypeAlias = Callable[[str], str]
 BeforeF = TypeVar("BeforeF", bound=BeforeHookFn)
 AfterF = TypeVar("AfterF", bound=AfterHookFn)
+_HookF = TypeVar("_HookF", bound=Callable[[Any], Any])
 
 
 class UnmatchedToolPattern(UserWarning):
@@ -313,6 +324,31 @@ def check_tool_patterns(
     return problems
 
 
+class HookOptions(TypedDict, total=False):
+    """What a hook registration accepts besides its callables (see :meth:`Hooks.add`)."""
+
+    name: str | None
+    """The hook's name on spans and in logs (default: the function's)."""
+    tools: str | Iterable[str] | None
+    """Tool names or glob patterns the hook applies to (default: every tool)."""
+    timeout: float | None
+    """Seconds one call of the hook may take."""
+
+
+class BeforeOptions(HookOptions, total=False):
+    """What ``@hooks.before(...)`` accepts."""
+
+    before_failure: FailurePolicy | None
+    """What a failure of the hook does: ``fail_closed`` (default: block) or ``fail_open``."""
+
+
+class AfterOptions(HookOptions, total=False):
+    """What ``@hooks.after(...)`` accepts."""
+
+    after_failure: FailurePolicy | None
+    """What a failure of the hook does: ``fail_open`` (default: keep) or ``fail_closed``."""
+
+
 class Hooks:
     """The mutable list of hook registrations an agent or executor uses.
 
@@ -417,67 +453,41 @@ class Hooks:
 
     @overload
     def before(
-        self,
-        fn: None = None,
-        /,
-        *,
-        name: str | None = None,
-        tools: str | Iterable[str] | None = None,
-        timeout: float | None = None,
-        before_failure: FailurePolicy | None = None,
+        self, fn: None = None, /, **options: Unpack[BeforeOptions]
     ) -> Callable[[BeforeF], BeforeF]: ...
 
     def before(
-        self,
-        fn: BeforeF | None = None,
-        /,
-        *,
-        name: str | None = None,
-        tools: str | Iterable[str] | None = None,
-        timeout: float | None = None,
-        before_failure: FailurePolicy | None = None,
+        self, fn: BeforeF | None = None, /, **options: Unpack[BeforeOptions]
     ) -> BeforeF | Callable[[BeforeF], BeforeF]:
         """Register a before-hook: ``@hooks.before`` or ``@hooks.before(tools=...)``; the
         function is returned unchanged."""
-
-        def decorate(f: BeforeF) -> BeforeF:
-            self.add(
-                before=f, name=name, tools=tools, timeout=timeout, before_failure=before_failure
-            )
-            return f
-
-        return decorate(fn) if fn is not None else decorate
+        return self._decorator("before", fn, options)
 
     @overload
     def after(self, fn: AfterF, /) -> AfterF: ...
 
     @overload
     def after(
-        self,
-        fn: None = None,
-        /,
-        *,
-        name: str | None = None,
-        tools: str | Iterable[str] | None = None,
-        timeout: float | None = None,
-        after_failure: FailurePolicy | None = None,
+        self, fn: None = None, /, **options: Unpack[AfterOptions]
     ) -> Callable[[AfterF], AfterF]: ...
 
     def after(
-        self,
-        fn: AfterF | None = None,
-        /,
-        *,
-        name: str | None = None,
-        tools: str | Iterable[str] | None = None,
-        timeout: float | None = None,
-        after_failure: FailurePolicy | None = None,
+        self, fn: AfterF | None = None, /, **options: Unpack[AfterOptions]
     ) -> AfterF | Callable[[AfterF], AfterF]:
         """Register an after-hook: ``@hooks.after`` or ``@hooks.after(tools=...,
         after_failure="fail_closed")``; the function is returned unchanged."""
+        return self._decorator("after", fn, options)
 
-        def decorate(f: AfterF) -> AfterF:
-            self.add(after=f, name=name, tools=tools, timeout=timeout, after_failure=after_failure)
+    def _decorator(
+        self, phase: str, fn: _HookF | None, options: Mapping[str, Any]
+    ) -> _HookF | Callable[[_HookF], _HookF]:
+        """``fn`` registered for ``phase`` (and returned), or the decorator that does it."""
+
+        def decorate(f: _HookF) -> _HookF:
+            if phase == "before":
+                self.add(before=f, **options)
+            else:
+                self.add(after=f, **options)
             return f
 
         return decorate(fn) if fn is not None else decorate

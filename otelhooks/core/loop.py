@@ -153,6 +153,22 @@ class _Run:
     usage: Usage = field(default_factory=Usage)
 
 
+class _QueueModeSetting:
+    """An agent's ``steering_mode`` or ``follow_up_mode``: ``one-at-a-time`` or ``all``, checked
+    when set (it may be changed while the agent runs)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name, self.slot = name, f"_{name}"
+
+    def __get__(self, agent: object, owner: type | None = None) -> QueueMode:
+        return getattr(agent, self.slot)  # type: ignore[no-any-return]
+
+    def __set__(self, agent: object, mode: QueueMode) -> None:
+        if mode not in ("one-at-a-time", "all"):
+            raise ValueError(f"{self.name} must be 'one-at-a-time' or 'all', got {mode!r}")
+        setattr(agent, self.slot, mode)
+
+
 class Agent:
     """An evented tool loop over a :class:`~otelhooks.providers.Provider`.
 
@@ -170,6 +186,11 @@ class Agent:
     ``tool_timeout`` bounds tools without a timeout of their own (``None`` disables).
     ``conversation_id`` is recorded as ``gen_ai.conversation.id`` on the run's spans.
     """
+
+    steering_mode = _QueueModeSetting()
+    """How queued steering messages are delivered: ``one-at-a-time`` or ``all``."""
+    follow_up_mode = _QueueModeSetting()
+    """How queued follow-up messages are delivered: ``one-at-a-time`` or ``all``."""
 
     def __init__(
         self,
@@ -227,7 +248,7 @@ class Agent:
         self._instruments = Instruments(meter_provider)
         self._tool_recorder = ToolCallRecorder(
             tracer_provider,
-            capture_content=self.capture.on_span,
+            capture=self.capture,
             max_content_length=DEFAULT_TOOL_CONTENT_LENGTH,
             instruments=self._instruments,
         )
@@ -241,24 +262,6 @@ class Agent:
         self._steering: deque[UserMessage] = deque()
         self._follow_ups: deque[UserMessage] = deque()
         self._signal: CancelSignal | None = None
-
-    @property
-    def steering_mode(self) -> QueueMode:
-        """How queued steering messages are delivered: ``one-at-a-time`` or ``all``."""
-        return self._steering_mode
-
-    @steering_mode.setter
-    def steering_mode(self, mode: QueueMode) -> None:
-        self._steering_mode = _queue_mode(mode, "steering_mode")
-
-    @property
-    def follow_up_mode(self) -> QueueMode:
-        """How queued follow-up messages are delivered: ``one-at-a-time`` or ``all``."""
-        return self._follow_up_mode
-
-    @follow_up_mode.setter
-    def follow_up_mode(self, mode: QueueMode) -> None:
-        self._follow_up_mode = _queue_mode(mode, "follow_up_mode")
 
     # -- the outside world --------------------------------------------------------------------
 
@@ -696,12 +699,6 @@ class Agent:
                 subscriber(event)
             except Exception:  # a consumer's bug must not stop the agent
                 logger.exception("event subscriber raised on %s", event.type)
-
-
-def _queue_mode(mode: str, what: str) -> QueueMode:
-    if mode not in ("one-at-a-time", "all"):
-        raise ValueError(f"{what} must be 'one-at-a-time' or 'all', got {mode!r}")
-    return mode  # type: ignore[return-value]
 
 
 def _user(message: str | UserMessage) -> UserMessage:

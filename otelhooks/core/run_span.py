@@ -22,7 +22,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from ..telemetry import attributes as A
 from ..telemetry.content import Capture, cap_text
@@ -35,10 +35,10 @@ from ..telemetry.genai import (
     response_attributes,
     usage_attributes,
 )
-from ..telemetry.instruments import CHAT_METRIC_KEYS, Instruments
-from ..version import __version__
+from ..telemetry.instruments import CHAT_METRIC_KEYS
 from .messages import AssistantMessage, Usage
 from .provider import ModelParams, ProviderRequest
+from .tool_span import Recorder
 
 ScrubFn = Callable[[str], str]
 
@@ -52,23 +52,10 @@ def _ended_badly(message: AssistantMessage) -> bool:
     return message.stop_reason in ("error", "aborted")
 
 
-class RunRecorder:
+class RunRecorder(Recorder):
     """Starts the spans of an agent's runs and provider calls, and records the chat metrics."""
 
-    __slots__ = ("capture", "instruments", "max_content_length", "tracer")
-
-    def __init__(
-        self,
-        tracer_provider: TracerProvider | None,
-        *,
-        capture: Capture,
-        max_content_length: int,
-        instruments: Instruments,
-    ) -> None:
-        self.tracer = trace.get_tracer("otelhooks", __version__, tracer_provider=tracer_provider)
-        self.capture = capture
-        self.max_content_length = max_content_length
-        self.instruments = instruments
+    __slots__ = ()
 
     def run(self, agent_name: str, attributes: Mapping[str, Any]) -> RunTrace:
         """Start the ``invoke_agent {agent}`` span of a run."""

@@ -36,7 +36,7 @@ from opentelemetry.trace import (
 )
 
 from ..telemetry import attributes as A
-from ..telemetry.content import cap_text, to_json_text
+from ..telemetry.content import Capture, cap_text, to_json_text
 from ..telemetry.instruments import Instruments
 from ..version import __version__
 from .chain import HookRun
@@ -51,28 +51,38 @@ DEFAULT_TOOL_CONTENT_LENGTH: Final = 4096
 """Characters of a tool call's captured arguments or result kept on its span."""
 
 
-class ToolCallRecorder:
-    """Starts the span of each call an executor runs and records its metrics.
+class Recorder:
+    """What a recorder holds: the tracer, the content capture mode, the most characters of
+    content an attribute keeps, and the metric instruments."""
 
-    ``capture_content`` puts arguments and results on the span (scrubbed, then cut to
-    ``max_content_length`` characters).
-    """
-
-    __slots__ = ("_identity", "capture_content", "instruments", "max_content_length", "tracer")
+    __slots__ = ("_identity", "capture", "instruments", "max_content_length", "tracer")
 
     def __init__(
         self,
         tracer_provider: TracerProvider | None,
         *,
-        capture_content: bool,
+        capture: Capture,
         max_content_length: int,
         instruments: Instruments,
     ) -> None:
         self.tracer = trace.get_tracer("otelhooks", __version__, tracer_provider=tracer_provider)
-        self.capture_content = capture_content
+        self.capture = capture
         self.max_content_length = max_content_length
         self.instruments = instruments
-        self._identity: dict[str, tuple[Tool, str, dict[str, Any]]] = {}
+        # Per tool: the span name and the attributes every call of it starts with.
+        self._identity: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+
+
+class ToolCallRecorder(Recorder):
+    """Starts the span of each call an executor runs and records its metrics. Content goes on
+    the span as attributes when the capture mode puts it on spans."""
+
+    __slots__ = ()
+
+    @property
+    def capture_content(self) -> bool:
+        """Whether arguments, results and progress go on the spans."""
+        return self.capture.on_span
 
     @property
     def tracing_off(self) -> bool:

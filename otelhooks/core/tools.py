@@ -14,7 +14,16 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_type_hints, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    TypedDict,
+    TypeVar,
+    Unpack,
+    get_type_hints,
+    overload,
+)
 
 import pydantic
 
@@ -245,18 +254,29 @@ def _description_from(fn: Callable[..., Any]) -> str:
     return doc.strip().split("\n\n", 1)[0].replace("\n", " ")
 
 
-def make_tool(
-    fn: Callable[..., Any],
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    parameters: Mapping[str, Any] | None = None,
-    timeout: float | None = None,
-    blocking: bool = False,
-    prepare_arguments: PrepareArguments | None = None,
-    execution: ExecutionMode = "parallel",
-    output_schema: Mapping[str, Any] | None = None,
-) -> Tool:
+class ToolOptions(TypedDict, total=False):
+    """What :func:`make_tool`, :meth:`ToolRegistry.register` and ``@registry.tool`` accept
+    besides the function; every key is optional."""
+
+    name: str
+    """The tool's name (default: the function's)."""
+    description: str
+    """What the model reads (default: the docstring's first paragraph)."""
+    parameters: Mapping[str, Any]
+    """A JSON Schema that replaces the one derived from the signature."""
+    timeout: float | None
+    """Seconds one run of the handler may take (see :class:`Tool`)."""
+    blocking: bool
+    """Run a sync handler in a worker thread."""
+    prepare_arguments: PrepareArguments | None
+    """Normalise the model's raw arguments before validation."""
+    execution: ExecutionMode
+    """``"sequential"`` makes the tool run alone in a parallel batch."""
+    output_schema: Mapping[str, Any] | None
+    """The JSON Schema of the structured result, when the tool declares one."""
+
+
+def make_tool(fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
     """Build a :class:`Tool` from a sync or async function.
 
     The name defaults to the function's name, the description to the first paragraph of its
@@ -271,7 +291,12 @@ def make_tool(
     """
     if not callable(fn):
         raise TypeError(f"a tool handler must be callable, got {type(fn).__name__}")
-    tool_name = name if name is not None else getattr(fn, "__name__", None)
+    unknown = set(options) - set(ToolOptions.__annotations__)
+    if unknown:
+        raise TypeError(f"make_tool() got unknown options: {', '.join(sorted(unknown))}")
+    tool_name = options.get("name", getattr(fn, "__name__", None))
+    parameters = options.get("parameters")
+    description = options.get("description")
     if not isinstance(tool_name, str) or TOOL_NAME.fullmatch(tool_name) is None:
         hint = " (a lambda has no name: pass name=...)" if tool_name == "<lambda>" else ""
         raise ValueError(
@@ -315,11 +340,11 @@ def make_tool(
         description=description if description is not None else _description_from(fn),
         parameters=schema,
         handler=fn,
-        timeout=timeout,
-        blocking=blocking,
-        prepare_arguments=prepare_arguments,
-        execution=execution,
-        output_schema=output_schema,
+        timeout=options.get("timeout"),
+        blocking=options.get("blocking", False),
+        prepare_arguments=options.get("prepare_arguments"),
+        execution=options.get("execution", "parallel"),
+        output_schema=options.get("output_schema"),
         _context_param=context_param,
         _model=model,
         _validator=validator,
@@ -368,63 +393,17 @@ class ToolRegistry:
         """Unregister a tool by name; returns it, or ``None`` if there was none."""
         return self._tools.pop(name, None)
 
-    def register(
-        self,
-        fn: Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        parameters: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-        blocking: bool = False,
-        prepare_arguments: PrepareArguments | None = None,
-        execution: ExecutionMode = "parallel",
-    ) -> Tool:
+    def register(self, fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
         """Build a tool from ``fn`` (see :func:`make_tool`) and register it."""
-        return self.add(
-            make_tool(
-                fn,
-                name=name,
-                description=description,
-                parameters=parameters,
-                timeout=timeout,
-                blocking=blocking,
-                prepare_arguments=prepare_arguments,
-                execution=execution,
-            )
-        )
+        return self.add(make_tool(fn, **options))
 
     @overload
     def tool(self, fn: F, /) -> F: ...
 
     @overload
-    def tool(
-        self,
-        fn: None = None,
-        /,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        parameters: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-        blocking: bool = False,
-        prepare_arguments: PrepareArguments | None = None,
-        execution: ExecutionMode = "parallel",
-    ) -> Callable[[F], F]: ...
+    def tool(self, fn: None = None, /, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
 
-    def tool(
-        self,
-        fn: F | None = None,
-        /,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        parameters: Mapping[str, Any] | None = None,
-        timeout: float | None = None,
-        blocking: bool = False,
-        prepare_arguments: PrepareArguments | None = None,
-        execution: ExecutionMode = "parallel",
-    ) -> F | Callable[[F], F]:
+    def tool(self, fn: F | None = None, /, **options: Unpack[ToolOptions]) -> F | Callable[[F], F]:
         """Decorator: ``@registry.tool`` or ``@registry.tool(name=..., timeout=...)``.
 
         Returns the function unchanged (same signature and type), so it stays callable as plain
@@ -432,16 +411,7 @@ class ToolRegistry:
         """
 
         def decorate(f: F) -> F:
-            self.register(
-                f,
-                name=name,
-                description=description,
-                parameters=parameters,
-                timeout=timeout,
-                blocking=blocking,
-                prepare_arguments=prepare_arguments,
-                execution=execution,
-            )
+            self.register(f, **options)
             return f
 
         return decorate(fn) if fn is not None else decorate

@@ -37,6 +37,28 @@ def counting_client(
     return client_class(http_client=http, **options)
 
 
+class SDKProvider:
+    """What the providers on an official SDK share: the SDK client (one whose HTTP client counts
+    the SDK's retries, unless the caller gives their own), the server it talks to
+    (``server.address``/``server.port``), ``gen_ai.provider.name`` and fields merged into every
+    request."""
+
+    provider_name: str
+
+    def _connect(
+        self,
+        client: Any,
+        provider_name: str | None,
+        extra_body: Mapping[str, Any] | None,
+        make: Callable[[], Any],
+    ) -> None:
+        self.client = client if client is not None else make()
+        self.server_address, self.server_port = server_of(self.client.base_url)
+        if provider_name:
+            self.provider_name = provider_name
+        self.extra_body = dict(extra_body or {})
+
+
 class Attempts:
     """Counts the HTTP requests of one provider call (the SDK's retries included) and records
     the retries on the current (``chat``) span."""

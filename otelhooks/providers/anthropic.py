@@ -35,7 +35,7 @@ from ..core.messages import (
     UserMessage,
 )
 from ..core.provider import Done, ProviderRequest, StreamEvent, TextChunk, ToolCallChunk
-from ._common import Attempts, counting_client, error_message, server_of
+from ._common import Attempts, SDKProvider, counting_client, error_message
 
 PROVIDER: Final = "anthropic"
 DEFAULT_MAX_TOKENS: Final = 4096
@@ -116,7 +116,7 @@ def _assistant_blocks(message: AssistantMessage, provider: str) -> list[dict[str
     return blocks or [{"type": "text", "text": "(no content)"}]
 
 
-class AnthropicMessages:
+class AnthropicMessages(SDKProvider):
     """The Messages API (``client.messages.stream``).
 
     ``client`` is an ``AsyncAnthropic`` you made; else one is made from ``api_key`` (default
@@ -141,8 +141,11 @@ class AnthropicMessages:
         thinking: Mapping[str, Any] | None = None,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
-        if client is None:
-            client = counting_client(
+        self._connect(
+            client,
+            None,
+            extra_body,
+            lambda: counting_client(
                 AsyncAnthropic,
                 anthropic.DefaultAsyncHttpxClient,
                 api_key=api_key,
@@ -150,12 +153,10 @@ class AnthropicMessages:
                 timeout=timeout,
                 max_retries=max_retries,
                 open_telemetry=False,
-            )
-        self.client = client
-        self.server_address, self.server_port = server_of(client.base_url)
+            ),
+        )
         self.max_tokens = max_tokens
         self.thinking = dict(thinking) if thinking else None
-        self.extra_body = dict(extra_body or {})
 
     @property
     def instrumented(self) -> bool:

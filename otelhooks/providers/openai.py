@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypedDict, Unpack
 
 import openai
 from openai import AsyncOpenAI
@@ -39,7 +39,14 @@ from ..core.provider import (
     TextChunk,
     ToolCallChunk,
 )
-from ._common import Attempts, counting_client, decode_arguments, error_message, server_of, wrapped
+from ._common import (
+    Attempts,
+    SDKProvider,
+    counting_client,
+    decode_arguments,
+    error_message,
+    wrapped,
+)
 
 DEFAULT_TIMEOUT: Final = 120.0
 PROVIDER: Final = "openai"
@@ -53,33 +60,41 @@ _CHAT_FINISH: Final = {
 }
 
 
-class _OpenAIBase:
+class OpenAIOptions(TypedDict, total=False):
+    """What :class:`OpenAIChat` and :class:`OpenAIResponses` accept besides their own options
+    (when no ``client`` is given, the first four make one)."""
+
+    api_key: str | None
+    """The API key (default ``OPENAI_API_KEY``)."""
+    base_url: str | None
+    """The server (default ``OPENAI_BASE_URL``, else OpenAI's): any OpenAI-compatible one."""
+    timeout: float
+    """Seconds per request (default 120)."""
+    max_retries: int
+    """The SDK's retries (default 2)."""
+    provider_name: str | None
+    """``gen_ai.provider.name`` (default ``openai``; say ``ollama`` or ``vllm`` for those)."""
+    extra_body: Mapping[str, Any] | None
+    """Fields merged into every request."""
+
+
+class _OpenAIBase(SDKProvider):
     provider_name: str = PROVIDER
 
-    def __init__(
-        self,
-        client: AsyncOpenAI | None,
-        api_key: str | None,
-        base_url: str | None,
-        provider_name: str | None,
-        timeout: float,
-        max_retries: int,
-        extra_body: Mapping[str, Any] | None,
-    ) -> None:
-        if client is None:
-            client = counting_client(
+    def __init__(self, client: AsyncOpenAI | None, options: OpenAIOptions) -> None:
+        self._connect(
+            client,
+            options.get("provider_name"),
+            options.get("extra_body"),
+            lambda: counting_client(
                 AsyncOpenAI,
                 openai.DefaultAsyncHttpxClient,
-                api_key=api_key,
-                base_url=base_url,
-                timeout=timeout,
-                max_retries=max_retries,
-            )
-        self.client = client
-        self.server_address, self.server_port = server_of(client.base_url)
-        if provider_name:
-            self.provider_name = provider_name
-        self.extra_body = dict(extra_body or {})
+                api_key=options.get("api_key"),
+                base_url=options.get("base_url"),
+                timeout=options.get("timeout", DEFAULT_TIMEOUT),
+                max_retries=options.get("max_retries", 2),
+            ),
+        )
 
     def _common(self, params: ModelParams) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}
@@ -208,17 +223,12 @@ class OpenAIChat(_OpenAIBase):
         self,
         client: AsyncOpenAI | None = None,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        provider_name: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
         max_tokens_field: str | None = None,
-        extra_body: Mapping[str, Any] | None = None,
+        **options: Unpack[OpenAIOptions],
     ) -> None:
-        super().__init__(client, api_key, base_url, provider_name, timeout, max_retries, extra_body)
+        super().__init__(client, options)
         self.max_tokens_field = max_tokens_field or (
-            "max_tokens" if base_url is not None else "max_completion_tokens"
+            "max_tokens" if options.get("base_url") is not None else "max_completion_tokens"
         )
 
     @property
@@ -413,15 +423,10 @@ class OpenAIResponses(_OpenAIBase):
         self,
         client: AsyncOpenAI | None = None,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        provider_name: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
         reasoning: Mapping[str, Any] | None = None,
-        extra_body: Mapping[str, Any] | None = None,
+        **options: Unpack[OpenAIOptions],
     ) -> None:
-        super().__init__(client, api_key, base_url, provider_name, timeout, max_retries, extra_body)
+        super().__init__(client, options)
         self.reasoning = dict(reasoning) if reasoning else None
 
     @property
