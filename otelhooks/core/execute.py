@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -31,7 +30,7 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Link, TracerProvider
 
 from ..telemetry import attributes as A
-from ..telemetry.content import Capture, capture_from_env, parse_capture, to_json_text
+from ..telemetry.content import Capture, capture_from_env, parse_capture
 from ..telemetry.instruments import Instruments
 from .cancel import CancelSignal
 from .chain import (
@@ -42,6 +41,7 @@ from .chain import (
     run_after_chain,
     run_before_chain,
 )
+from .handler import as_result, bound, collect, error_result, error_text, run_unobserved
 from .hooks import (
     AfterToolCallContext,
     BeforeToolCallContext,
@@ -52,7 +52,7 @@ from .hooks import (
 )
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult
 from .tool_span import DEFAULT_TOOL_CONTENT_LENGTH, CallTrace, Phase, ToolCallRecorder
-from .tools import InvalidArguments, Tool, ToolOutput, ToolRegistry, decode_arguments
+from .tools import InvalidArguments, Tool, ToolRegistry, decode_arguments
 
 UpdateCallback = Callable[[ToolCall, Any], None]
 
@@ -61,14 +61,6 @@ _NOT_WATCHED = contextlib.nullcontext()
 
 DEFAULT_TOOL_TIMEOUT: float = 180.0
 """Seconds a tool call may run when neither the tool nor the call sets a timeout (Pi's default)."""
-
-TIMEOUT_ARGUMENT = "timeout"
-"""A tool whose parameters include a numeric ``timeout`` (seconds) lets each call set its own
-bound, as in Pi: a positive number replaces the default for that call, ``0`` disables it."""
-
-
-_UNWATCHED = CancelSignal()  # never cancelled: the signal of a call nobody can cancel
-_PLAIN = frozenset({str, int, float, bool, dict, list, tuple, type(None), ToolOutput})
 
 
 class CallOptions(TypedDict, total=False):
@@ -167,7 +159,9 @@ class ToolExecutor:
         if self._unobserved and unwatched:
             tool = self._plain_tool(call, options.get("hooks"))
             if tool is not None:
-                return await self._untraced(call, tool, options.get("timeout"))
+                return await run_unobserved(
+                    self.registry, call, tool, options.get("timeout"), self.tool_timeout
+                )
         return await self.finish(await self.prepare(call, **options))
 
     async def prepare(
@@ -248,7 +242,7 @@ class ToolExecutor:
         if prepared.result is not None:
             return prepared.result
         prepared.decision = A.DECISION_SKIP
-        result = prepared.result = _error(prepared.call, reason)
+        result = prepared.result = error_result(prepared.call, reason)
         self._end(prepared)
         return result
 
@@ -292,24 +286,24 @@ class ToolExecutor:
         tool = p.tool
         assert tool is not None
         with p.trace.phase(A.SPAN_RUN) as phase, phase.current():
-            timeout, in_thread = self._bound(p.timeout, p.args, tool)
+            timeout, in_thread = bound(p.timeout, p.args, tool, self.tool_timeout)
             try:
                 async with asyncio.timeout(timeout):
                     value = await self._invoke(p, tool, phase, in_thread)
-                return _as_result(p.call, value)
+                return as_result(p.call, value)
             except TimeoutError:
                 p.error_type = A.ERR_TOOL_TIMEOUT
                 message = f"tool {tool.name!r} timed out after {timeout}s"
                 phase.fail(A.ERR_TOOL_TIMEOUT, message)
-                return _error(p.call, f"error: {message}")
+                return error_result(p.call, f"error: {message}")
             except asyncio.CancelledError as exc:
                 if not p.signal.absorbs(exc):
                     raise
                 return self._cancelled(p, phase)
             except Exception as exc:
                 p.error_type = getattr(exc, "error_type", None) or type(exc).__qualname__
-                phase.raised(exc, p.error_type, _error_text(exc))
-                return _error(p.call, _error_text(exc))
+                phase.raised(exc, p.error_type, error_text(exc))
+                return error_result(p.call, error_text(exc))
 
     async def _after(self, p: PreparedCall, result: ToolResult) -> ToolResult:
         """Run the after-hooks: keep the result or override it. Always a span (the contract:
@@ -365,7 +359,7 @@ class ToolExecutor:
     def _fail(self, p: PreparedCall, phase: Phase, error_type: str, exc: Exception) -> None:
         """The call ends in its before phase with an error (unknown tool, invalid arguments)."""
         p.error_type = error_type
-        p.result = _error(p.call, p.chain.scrub(f"error: {exc}"))
+        p.result = error_result(p.call, p.chain.scrub(f"error: {exc}"))
         phase.fail(error_type, str(exc))
 
     def _cancelled(self, p: PreparedCall, phase: Phase) -> ToolResult:
@@ -373,7 +367,7 @@ class ToolExecutor:
         p.error_type = A.ERR_CANCELLED
         reason = p.signal.reason or "cancelled"
         phase.cancelled(reason)
-        p.result = _error(p.call, f"error: cancelled: {reason}")
+        p.result = error_result(p.call, f"error: cancelled: {reason}")
         return p.result
 
     def _hooks_ran(self, p: PreparedCall, phase: Phase, runs: list[HookRun]) -> None:
@@ -425,7 +419,7 @@ class ToolExecutor:
         """End a call that the runtime itself failed: the span records it, the model gets an
         error result (the exception's type only), the caller carries on."""
         p.trace.end_failed(exc)
-        p.result = _error(
+        p.result = error_result(
             p.call, f"error: the tool call failed inside otelhooks ({type(exc).__name__})"
         )
         return p.result
@@ -485,33 +479,6 @@ class ToolExecutor:
             )
         return prepared
 
-    def _timeout(
-        self, override: float | None, args: Mapping[str, Any], tool: Tool
-    ) -> tuple[float | None, bool]:
-        """The call's timeout, and whether it is the call's or the tool's own (not the
-        executor-wide default): the caller's override, then a numeric ``timeout`` argument the
-        tool declares, then the tool's, then the executor's. ``0`` disables."""
-        if override is None and TIMEOUT_ARGUMENT in args:
-            value = args[TIMEOUT_ARGUMENT]
-            number = isinstance(value, (int, float)) and not isinstance(value, bool)
-            if number and math.isfinite(value) and value >= 0:
-                override = float(value)
-        if override is not None:
-            return (override or None), True
-        if tool.timeout is not None:
-            return tool.timeout, True
-        return self.tool_timeout, False
-
-    def _bound(
-        self, override: float | None, args: Mapping[str, Any], tool: Tool
-    ) -> tuple[float | None, bool]:
-        """The timeout a handler runs under, and whether it runs in a worker thread (a sync
-        handler with a timeout of its own, or marked blocking: an inline one holds the loop, so
-        no timer could fire)."""
-        timeout, own = self._timeout(override, args, tool)
-        in_thread = tool.blocking or (own and timeout is not None and not tool.is_async)
-        return (timeout if tool.is_async or in_thread else None), in_thread
-
     async def _invoke(self, p: PreparedCall, tool: Tool, phase: Phase, in_thread: bool) -> Any:
         """The handler's value; a generator's items are reported as progress."""
         on_progress = self._progress(p, phase) if tool._context_param else None
@@ -525,7 +492,7 @@ class ToolExecutor:
             in_thread=in_thread,
         )
         if type(value) is not str and (inspect.isgenerator(value) or inspect.isasyncgen(value)):
-            value = await _collect(value, on_progress or self._progress(p, phase))
+            value = await collect(value, on_progress or self._progress(p, phase))
         return value
 
     def _progress(self, p: PreparedCall, phase: Phase) -> Callable[[Any], None]:
@@ -555,85 +522,6 @@ class ToolExecutor:
             return None
         phase = self._chain(hooks).for_tool(name)
         return None if phase.before or phase.after or phase.observers else tool
-
-    async def _untraced(self, call: ToolCall, tool: Tool, timeout: float | None) -> ToolResult:
-        """Validation, the handler and the result, with the outcomes of the traced path and none
-        of its bookkeeping."""
-        try:
-            args = tool.validate(call.arguments)
-        except InvalidArguments as exc:
-            return _error(call, f"error: invalid arguments for tool {tool.name!r}: {exc}")
-        if tool.is_async or tool.blocking or tool.timeout is not None or timeout is not None:
-            bound, in_thread = self._bound(timeout, args, tool)
-        else:  # a plain sync tool (its timeout argument, if any, cannot start a thread)
-            bound, in_thread = None, False
-        try:
-            if not (tool.is_async or in_thread):  # inline: no coroutine to make
-                value = tool.call(args, tool_call_id=call.id, signal=_UNWATCHED)
-                if type(value) not in _PLAIN and inspect.isawaitable(value):
-                    value = await value
-            else:
-                async with asyncio.timeout(bound):
-                    value = await self.registry.run(
-                        tool, args, tool_call_id=call.id, signal=_UNWATCHED, in_thread=in_thread
-                    )
-            if type(value) is not str and (inspect.isgenerator(value) or inspect.isasyncgen(value)):
-                value = await _collect(value, None)
-        except TimeoutError:
-            return _error(call, f"error: tool {tool.name!r} timed out after {bound}s")
-        except Exception as exc:
-            return _error(call, _error_text(exc))
-        return _as_result(call, value)
-
-
-async def _collect(gen: Any, report: Callable[[Any], None] | None) -> list[Any]:
-    """A generator's items, as the result of a tool that returned it; each reported as progress
-    when there is someone to report to."""
-    items: list[Any] = []
-    if inspect.isasyncgen(gen):
-        async for item in gen:
-            items.append(item)
-            if report is not None:
-                report(item)
-        return items
-    for item in gen:
-        items.append(item)
-        if report is not None:
-            report(item)
-        await asyncio.sleep(0)  # let timeouts and cancellation in between items
-    return items
-
-
-def _as_result(call: ToolCall, value: Any) -> ToolResult:
-    """A handler's return value as the call's result."""
-    name = call.name
-    if type(value) is str:
-        return ToolResult(call.id, name, value)
-    if isinstance(value, ToolOutput):
-        return ToolResult(
-            call.id,
-            name,
-            value.content,
-            value.details,
-            value.is_error,
-            value.terminate,
-            value.media,
-        )
-    if isinstance(value, str):
-        return ToolResult(call.id, name, value)
-    if value is None:
-        return ToolResult(call.id, name, "")
-    return ToolResult(call.id, name, to_json_text(value), value)
-
-
-def _error(call: ToolCall, content: str) -> ToolResult:
-    """An error result for ``call``."""
-    return ToolResult(call.id, str(call.name), content, None, True)
-
-
-def _error_text(exc: BaseException) -> str:
-    message = str(exc)
-    return f"error: {message}" if message else f"error: {type(exc).__name__}"
 
 
 def _live_meter_provider() -> bool:
