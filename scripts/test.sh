@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: creates .venv, installs the package with its dev
-# extras (the MCP servers the tests drive and the documentation tools included), builds (or
-# reuses) the pinned Jaeger binary, then runs ruff, mypy, the strict documentation build and
-# pytest (unit, fault-injection and Jaeger end-to-end tests, every documentation code sample, and
-# a smoke run of the benchmarks).
+# extras (the MCP servers from PyPI the tests drive and the documentation tools included), builds
+# (or reuses) the pinned Jaeger binary, installs (or reuses) the pinned npm MCP servers, then runs
+# ruff, mypy, the strict documentation build and pytest (unit, fault-injection and end-to-end
+# tests, every documentation code sample, and a smoke run of the benchmarks).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k loop`.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -17,6 +17,12 @@ if jaeger="$(bash scripts/install-jaeger.sh)"; then
   export OTELHOOKS_JAEGER_BIN="$jaeger"
 else
   echo "scripts/test.sh: no Jaeger binary; the Jaeger tests will skip (or fail with OTELHOOKS_REQUIRE_JAEGER=1)" >&2
+fi
+
+if servers="$(bash scripts/install-mcp-servers.sh)"; then
+  export OTELHOOKS_MCP_SERVERS_BIN="$servers"
+else
+  echo "scripts/test.sh: no npm MCP servers; the tests that drive them will skip (or fail with OTELHOOKS_REQUIRE_NPM_SERVERS=1)" >&2
 fi
 
 .venv/bin/ruff check otelhooks tests examples benchmarks

@@ -30,6 +30,31 @@ def installed(program: str) -> str:
     return str(path)
 
 
+def npm_server(program: str) -> str:
+    """A server from npm that scripts/install-mcp-servers.sh installs (``mcp-server-everything``,
+    ``mcp-server-filesystem``): skipped without it, unless OTELHOOKS_REQUIRE_NPM_SERVERS is set."""
+    import os
+
+    folder = os.environ.get("OTELHOOKS_MCP_SERVERS_BIN") or str(
+        HERE.parent / ".cache" / "mcp-servers" / "node_modules" / ".bin"
+    )
+    path = Path(folder) / program
+    if not path.exists():
+        message = f"{program} is not installed: run scripts/install-mcp-servers.sh"
+        if os.environ.get("OTELHOOKS_REQUIRE_NPM_SERVERS"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return str(path)
+
+
+def everything_command() -> list[str]:
+    return [npm_server("mcp-server-everything"), "stdio"]
+
+
+def filesystem_command(root: Path) -> list[str]:
+    return [npm_server("mcp-server-filesystem"), str(root)]
+
+
 def time_command() -> list[str]:
     return [installed("mcp-server-time"), "--local-timezone", "UTC"]
 
