@@ -145,7 +145,7 @@ async def test_the_policy_hooks_block_what_they_should() -> None:
 
 BAD = [
     ("[tools\ndeny = []\n", 1, "not valid TOML"),
-    ('[tools]\nalow = ["x"]\n', 2, "unknown key 'alow' in [tools] (known: allow, deny, timeouts)"),
+    ('[tools]\nalow = ["x"]\n', 2, "unknown key 'alow' in [tools] (did you mean 'allow'? known: allow, deny, timeouts)"),
     ('[tools]\ndeny = "x"\nallow = 3\n', 3, "allow must be a list or a string, not an integer (3)"),
     ("[proxy]\ntimeout = -1\n", 2, "timeout must be greater than 0"),
     ("[proxy]\nprefix = 'yes'\n", 2, "prefix must be true or false"),
@@ -178,7 +178,17 @@ BAD = [
         "two upstreams are named 'a'",
     ),
     ('[redaction]\npatterns = [{ kind = "k", regex = "(" }]\n', 2, "does not compile"),
-    ("[reaction]\nenabled = false\n", None, "unknown key 'reaction' in the policy"),
+    ("[reaction]\nenabled = false\n", 1, "unknown key 'reaction' in the policy"),
+    ('\n[proxy]\nname = "x"\n\n[toolz]\n', 5, "did you mean 'tools'?"),
+    # a misspelt key is named before what it would have meant is checked
+    ('[[upstream]]\nname = "a"\ncomand = ["x"]\n', 3, "unknown key 'comand'"),
+    ('[[upstream]]\nname = "a"\ncomand = ["x"]\n', 3, "did you mean 'command'?"),
+    ('[auth]\ntokens = "t.toml"\nunmatched = "maybe"\n', 3, "unmatched must be one of deny"),
+    ('[auth]\nissuer = "https://idp"\n', 1, "needs both issuer and jwks_url"),
+    ("[auth]\n", 1, "needs issuer and jwks_url (JWTs), or tokens"),
+    ('[[identity]]\nname = "x"\n', 1, "need [auth]"),
+    ('[pinning]\napprove = { t = "md5:1" }\n', 2, "approve.t must be sha256:"),
+    ('[http]\nresponses = "xml"\n', 2, "responses must be one of sse, json"),
 ]
 
 

@@ -17,7 +17,9 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
+from collections.abc import Coroutine
 from typing import Any, TextIO
 
 PROXY_SERVICE_NAME = "otelhooks-mcp-proxy"
@@ -89,7 +91,20 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     _configure_logging(log, args.log_format, args.log_level, policy.redactor)
-    return asyncio.run(_serve(policy, upstreams, listen, check=args.check))
+    return asyncio.run(_until_signalled(_serve(policy, upstreams, listen, check=args.check)))
+
+
+async def _until_signalled(serving: Coroutine[Any, Any, int]) -> int:
+    """Run ``serving``; SIGTERM or SIGHUP cancels it, so that it closes the upstreams (their
+    process groups with them) and flushes its spans before the process exits."""
+    task = asyncio.ensure_future(serving)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(signum, task.cancel)
+    try:
+        return await task
+    except asyncio.CancelledError:
+        return 128 + signal.SIGTERM
 
 
 async def _serve(
@@ -121,7 +136,8 @@ async def _serve(
         return 1
     try:
         if check:
-            for tool in proxy.registry:
+            assert proxy.base is not None
+            for tool in proxy.base.registry:
                 hidden = " (denied: hidden from tools/list)" if policy.denies(tool.name) else ""
                 print(f"{tool.name}{hidden}", file=sys.stderr)
             return 0

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .loop import *
     from .messages import *
     from .provider import *
+    from .tool_span import ToolCallRecorder
     from .tools import *
 
 __getattr__, __dir__ = lazy_names(
@@ -46,6 +47,7 @@ __getattr__, __dir__ = lazy_names(
             "ThinkingBlock ToolCall ToolResult ToolSpec Usage UserMessage"
         ),
         "provider": "Done ModelParams Provider ProviderRequest StreamEvent TextChunk ToolCallChunk",
+        "tool_span": "ToolCallRecorder",
         "tools": (
             "TOOL_NAME InvalidArguments Tool ToolContext ToolError ToolNotFound ToolOutput "
             "ToolRegistry make_tool"
@@ -95,6 +97,7 @@ __all__ = [
     "ToolCall",
     "ToolCallChunk",
     "ToolCallRecord",
+    "ToolCallRecorder",
     "ToolCallRequested",
     "ToolContext",
     "ToolError",

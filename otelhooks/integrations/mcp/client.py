@@ -36,6 +36,8 @@ import inspect
 import json
 import logging
 import re
+import shutil
+import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -71,6 +73,36 @@ ServerTarget = str | Sequence[str] | StdioServerParameters
 """A URL (Streamable HTTP), a command line, or ``StdioServerParameters``."""
 
 CONNECTION_ERROR: Final = "connection_error"
+RESULT_TOO_LARGE: Final = "result_too_large"
+DISCOVERY: Final = "otelhooks.mcp.discovery"
+"""``unsupported`` on the span of a discovery probe the server does not implement."""
+# The notifications ``message_callback`` gets (log messages go to ``logging_callback``).
+_PASSED_ON: Final = (
+    mcp_types.ResourceUpdatedNotification,
+    mcp_types.ResourceListChangedNotification,
+    mcp_types.PromptListChangedNotification,
+)
+DEFAULT_START_TIMEOUT: Final = 30.0
+"""Seconds a server has to start and answer ``initialize`` and ``tools/list``."""
+# Sets PR_SET_PDEATHSIG (1) to SIGKILL (9), then becomes the command: it dies with its parent.
+_PDEATHSIG_SHIM: Final = (
+    "import ctypes,os,sys;ctypes.CDLL(None).prctl(1,9);"
+    "os.getppid()==1 and sys.exit(1);os.execvp(sys.argv[1],sys.argv[1:])"
+)
+
+
+def dies_with_parent(command: Sequence[str]) -> list[str]:
+    """``command`` made to die with the process that starts it (Linux: ``PR_SET_PDEATHSIG``),
+    so that a server is not left behind when its host is killed outright. A server's own
+    children see their stdin close instead. Elsewhere the command is unchanged."""
+    if sys.platform != "linux":
+        return list(command)
+    setpriv = shutil.which("setpriv")
+    if setpriv is not None:
+        return [setpriv, "--pdeathsig", "KILL", "--", *command]
+    return [sys.executable, "-c", _PDEATHSIG_SHIM, *command]
+
+
 _NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -97,7 +129,9 @@ _OWN_SPAN: contextvars.ContextVar[bool] = contextvars.ContextVar(
 class _SpanlessWhileOurs:
     """The ``mcp`` SDK's tracer, made to start no span while otelhooks' ``execute_tool`` span is
     the call's span: the MCP conventions want the ``mcp.*`` attributes on that span rather than a
-    second span for the same call. Other uses of the SDK in the process are untouched."""
+    second span for the same call. A discovery probe a server does not implement (``-32601``:
+    it predates the 2026-07-28 revision) is recorded as such, not as an error. Other uses of
+    the SDK in the process are untouched."""
 
     def __init__(self, inner: trace.Tracer) -> None:
         self.inner = inner
@@ -108,12 +142,40 @@ class _SpanlessWhileOurs:
         return self.inner.start_span(*args, **kwargs)
 
     @contextlib.contextmanager
-    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Iterator[trace.Span]:
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
         if _OWN_SPAN.get():
             yield trace.INVALID_SPAN  # the current span stays ours: its context is injected
             return
         with self.inner.start_as_current_span(*args, **kwargs) as span:
-            yield span
+            name = args[0] if args else kwargs.get("name")
+            yield _DiscoveryProbe(span) if name == _DISCOVER_SPAN else span
+
+
+_DISCOVER_SPAN: Final = "MCP send server/discover"
+_METHOD_NOT_FOUND: Final = str(mcp_types.METHOD_NOT_FOUND)
+
+
+class _DiscoveryProbe:
+    """The span of a ``server/discover`` request: a server without discovery answers
+    ``-32601``, which tells the client to fall back to the handshake; not a failure."""
+
+    def __init__(self, span: trace.Span) -> None:
+        self._span = span
+        self._unsupported = False
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        if attributes.get(A.ERROR_TYPE) == _METHOD_NOT_FOUND:
+            self._unsupported = True
+            attributes = {k: v for k, v in attributes.items() if k != A.ERROR_TYPE}
+            attributes = {**attributes, DISCOVERY: "unsupported"}
+        self._span.set_attributes(attributes)
+
+    def set_status(self, *args: Any, **kwargs: Any) -> None:
+        if not self._unsupported:
+            self._span.set_status(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._span, name)
 
 
 def _install_span_guard() -> None:
@@ -215,7 +277,16 @@ class MCPServerTools:
     collide; ``name`` names the server in messages (default: the prefix, or the command).
     ``timeout`` bounds each call (default: the executor's). ``headers`` go with every HTTP
     request (an ``Authorization`` header, say). ``sampling_callback`` and
-    ``elicitation_callback`` answer the server's requests (see ``mcp.Client``). ``mode`` is
+    ``elicitation_callback`` answer the server's requests (see ``mcp.Client``; the capabilities
+    declared are exactly those with a callback, so that a server offers what the client can
+    answer), as do ``list_roots_callback`` (roots) and ``sampling_capabilities`` (sampling with
+    tools). ``logging_callback`` gets the server's log messages and ``message_callback`` every
+    resource update and prompt or resource list change it announces. ``start_timeout`` bounds the
+    start (``initialize`` and the first ``tools/list``); a command line is made to die with
+    this process (``die_with_parent``). A result of more than ``max_result_bytes`` bytes (as
+    JSON) is refused with an error (``error.type=result_too_large``). The connection's own
+    requests (discovery, initialize, listing) are traced in ``trace_context`` (default: a trace
+    of their own). ``mode`` is
     ``mcp.Client``'s protocol negotiation: ``"auto"``, or ``"legacy"`` (the initialize
     handshake) for a server whose tools send requests of their own, such as elicitation.
     ``on_tools_changed(self)`` runs after the tools were refreshed on a change.
@@ -238,27 +309,45 @@ class MCPServerTools:
         elicitation_callback: Any = None,
         on_tools_changed: Callable[[MCPServerTools], Any] | None = None,
         mode: str = "auto",
+        start_timeout: float | None = DEFAULT_START_TIMEOUT,
+        die_with_parent: bool = True,
+        sampling_capabilities: mcp_types.SamplingCapability | None = None,
+        list_roots_callback: Any = None,
+        logging_callback: Callable[[mcp_types.LoggingMessageNotificationParams], Any] | None = None,
+        message_callback: Callable[[Any], Any] | None = None,
+        max_result_bytes: int | None = None,
+        trace_context: otel_context.Context | None = None,
     ) -> None:
+        self.command: list[str] | None = None  # the server's command line, as given
         if isinstance(server, str):
             self.url: str | None = server
             self.params: StdioServerParameters | None = None
         elif isinstance(server, StdioServerParameters):
             self.url, self.params = None, server
+            self.command = [server.command, *server.args]
         else:
-            command = list(server)
-            if not command:
+            self.command = [str(part) for part in server]
+            if not self.command:
                 raise ValueError("an MCP server command line cannot be empty")
             self.url = None
+            launch = dies_with_parent(self.command) if die_with_parent else self.command
             self.params = StdioServerParameters(
-                command=command[0], args=command[1:], env=dict(env) if env else None, cwd=cwd
+                command=launch[0], args=launch[1:], env=dict(env) if env else None, cwd=cwd
             )
+        self.start_timeout = start_timeout
         self.prefix = prefix
-        self.name = name or prefix or (self.url or (self.params.command if self.params else ""))
+        self.name = name or prefix or self.url or (self.command[0] if self.command else "")
         self.allow_extra_arguments = allow_extra_arguments
         self.timeout = timeout
         self.headers = dict(headers or {})
         self.sampling_callback = sampling_callback
+        self.sampling_capabilities = sampling_capabilities
         self.elicitation_callback = elicitation_callback
+        self.list_roots_callback = list_roots_callback
+        self.logging_callback = logging_callback
+        self.message_callback = message_callback
+        self.max_result_bytes = max_result_bytes
+        self.trace_context = trace_context
         self.on_tools_changed = on_tools_changed
         self.mode = mode
         self._tools: dict[str, MCPTool] = {}  # registered name -> tool
@@ -281,10 +370,23 @@ class MCPServerTools:
         await self.close()
 
     async def connect(self) -> None:
-        """Start (or reach) the server and list its tools."""
-        async with self._lock:
-            await self._connect_locked()
-        await self.refresh()
+        """Start (or reach) the server and list its tools, within ``start_timeout`` seconds: a
+        server that does not answer ``initialize`` and ``tools/list`` by then is stopped and
+        the failure says so (:class:`MCPToolError` with ``error_type`` ``connection_error``)."""
+        try:
+            async with asyncio.timeout(self.start_timeout):
+                async with self._lock:
+                    await self._connect_locked()
+                await self.refresh()
+        except TimeoutError:
+            await self.close()
+            what = " ".join(self.command) if self.command else self.url
+            raise MCPToolError(
+                f"the MCP server {self.name!r} did not answer initialize and tools/list within "
+                f"{self.start_timeout:g} s ({what}); is it an MCP server? (start_timeout raises "
+                "the bound)",
+                error_type=CONNECTION_ERROR,
+            ) from None
 
     async def _connect_locked(self) -> Client:
         if self._client is not None and self._owner is not None and not self._owner.done():
@@ -294,10 +396,11 @@ class MCPServerTools:
         self._failure = None
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
-        # The connection outlives the call that started it: it runs in a context of its own,
-        # outside that call's span, so its requests (discovery, listen) are not the call's.
+        # The connection outlives the call that started it: it runs in a context of its own
+        # (``trace_context``, else none), outside that call's span, so its requests
+        # (discovery, listen) are not the call's.
         detached = contextvars.copy_context()
-        detached.run(otel_context.attach, otel_context.Context())
+        detached.run(otel_context.attach, self.trace_context or otel_context.Context())
         self._owner = asyncio.create_task(
             self._own(ready, self._stop), name=f"mcp {self.name}", context=detached
         )
@@ -341,7 +444,10 @@ class MCPServerTools:
         common: dict[str, Any] = {
             "message_handler": self._on_message,
             "sampling_callback": self.sampling_callback,
+            "sampling_capabilities": self.sampling_capabilities,
             "elicitation_callback": self.elicitation_callback,
+            "list_roots_callback": self.list_roots_callback,
+            "logging_callback": self.logging_callback,
             "cache": None,
             "mode": self.mode,
         }
@@ -553,6 +659,18 @@ class MCPServerTools:
             attributes[A.JSONRPC_REQUEST_ID] = str(next_id)  # no other request in between
         if ctx is not None:
             ctx.set_attributes(attributes)
+        limit = self.max_result_bytes
+        if limit is not None:
+            size = len(result.model_dump_json(by_alias=True, exclude_none=True))
+            if size > limit:
+                raise MCPToolError(
+                    f"the result of {name!r} is {size:,} bytes, more than the {limit:,} a "
+                    "message to the host may carry here (Streamable HTTP events are limited to "
+                    "1 MiB by most clients); ask for less, or serve with http_responses = "
+                    '"json"',
+                    error_type=RESULT_TOO_LARGE,
+                    attributes=attributes,
+                )
         return result
 
     def _drop(self) -> None:
@@ -578,6 +696,10 @@ class MCPServerTools:
             task = asyncio.get_running_loop().create_task(self._refresh_quietly())
             self._background.add(task)  # held until done: the loop keeps only weak references
             task.add_done_callback(self._background.discard)
+        elif self.message_callback is not None and isinstance(notification, _PASSED_ON):
+            outcome = self.message_callback(notification)
+            if inspect.isawaitable(outcome):
+                await outcome
 
     async def _watch_tools(self, client: Client) -> None:
         """On a 2026-07-28 connection, listen for changes of the tool list."""

@@ -36,6 +36,7 @@ that cannot be imported. Nothing is ever half-loaded into an allow-all proxy.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import importlib
 import os
@@ -57,8 +58,13 @@ from ...builtin import (
     UrlHostGuard,
 )
 from ...core.hooks import FAIL_CLOSED, FAIL_OPEN
+from .access import IdentityRule
 
 FAILURE_POLICIES: Final = (FAIL_CLOSED, FAIL_OPEN)
+DEFAULT_MAX_RESULT_BYTES: Final = 1_040_000
+"""The largest result sent to a host over SSE (clients cut events at 1 MiB; room for the rest)."""
+DEFAULT_START_TIMEOUT: Final = 30.0
+"""Seconds an upstream has to start and answer ``initialize`` and ``tools/list``."""
 
 
 class PolicyError(ValueError):
@@ -82,6 +88,7 @@ class UpstreamConfig:
     headers: Mapping[str, str] = field(default_factory=dict)
     prefix: str | None = None
     timeout: float | None = None
+    start_timeout: float = DEFAULT_START_TIMEOUT
     inherit_env: bool = True  # the proxy's environment, under ``env``; else the SDK's minimal one
     mode: str = "auto"  # protocol negotiation: "auto", "legacy" or a version
 
@@ -107,6 +114,50 @@ class HookSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class AuthConfig:
+    """``[auth]``: how callers prove who they are (JWTs from an issuer, or a token file)."""
+
+    resource: str | None = None  # this gateway's URL: the default audience, and RFC 9728's
+    issuer: str | None = None
+    jwks_url: str | None = None
+    audience: tuple[str, ...] = ()
+    tokens: str | None = None  # a token file (hashes only)
+    required_scopes: tuple[str, ...] = ()
+    groups_claim: str = "groups"
+    unmatched: str = "deny"  # an identity no [[identity]] rule matches: deny, or allow
+    identity_in_telemetry: str = "hash"  # hash | plain | none
+
+
+@dataclass(frozen=True, slots=True)
+class AuditConfig:
+    """``[audit]``: where the audit log goes and how it is chained."""
+
+    file: str
+    key_env: str | None = None  # the environment variable holding the HMAC key
+    fsync: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PinningConfig:
+    """``[pinning]``: tool definition pinning (on by default)."""
+
+    enabled: bool = True
+    file: str | None = None  # default: $XDG_STATE_HOME/otelhooks/mcp-pins.json
+    approve: Mapping[str, str] = field(default_factory=dict)  # tool -> approved hash
+    new_tools: str = "pin"  # pin | block
+
+
+@dataclass(frozen=True, slots=True)
+class HttpConfig:
+    """``[http]``: the Streamable HTTP listener (``--listen``)."""
+
+    allowed_hosts: tuple[str, ...] = ()  # Host headers accepted (default: the listen address)
+    allowed_origins: tuple[str, ...] = ()  # Origin headers accepted (default: none)
+    responses: str = "sse"  # sse (progress and requests to the host work) | json
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES  # larger than an SSE event: refused
+
+
+@dataclass(frozen=True, slots=True)
 class ProxyPolicy:
     """What a policy file says. :func:`load_policy` builds it; ``ProxyPolicy()`` is the default:
     every tool allowed, redaction on, hooks failing closed before and open after."""
@@ -116,7 +167,7 @@ class ProxyPolicy:
     timeout: float | None = None
     prefix: bool | None = None  # None: prefix tool names only when there are several upstreams
     list_denied: bool = False
-    strict: bool = False
+    strict: bool = True  # a tool pattern that matches no upstream tool stops the start
     upstreams: tuple[UpstreamConfig, ...] = ()
     allow: tuple[str, ...] | None = None
     deny: tuple[str, ...] = ()
@@ -126,6 +177,12 @@ class ProxyPolicy:
     redactor: Redactor = field(default_factory=Redactor)
     before_failure: str = FAIL_CLOSED
     after_failure: str = FAIL_OPEN
+    isolation: str = "host"  # host: upstream sessions per host session | shared: per profile
+    auth: AuthConfig | None = None
+    identities: tuple[IdentityRule, ...] = ()
+    audit: AuditConfig | None = None
+    pinning: PinningConfig = field(default_factory=PinningConfig)
+    http: HttpConfig = field(default_factory=HttpConfig)
 
     def hook_specs(self) -> list[HookSpec]:
         """Every hook the policy asks for, in the order they run: deny, allow, then the guards,
@@ -207,8 +264,10 @@ class _Reader:
         """Refuse keys nobody read: a typo must not be ignored."""
         for key in self.table:
             if key not in self.seen:
+                close = difflib.get_close_matches(key, sorted(self.seen), n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
                 known = ", ".join(sorted(self.seen))
-                raise self.fail(key, f"unknown key {key!r} in {label} (known: {known})")
+                raise self.fail(key, f"unknown key {key!r} in {label} ({hint}known: {known})")
 
 
 _TYPE_NAMES: Final = {
@@ -236,6 +295,11 @@ class _Loader:
         """The line of ``key`` in the ``index``-th ``[table]`` / ``[[table]]`` named ``where``
         (the table's own line when the key is not found; None at the top level)."""
         table, index = where
+        if not table and key is not None:  # a top-level key may be a table of its own
+            own = re.compile(r"^\s*\[\[?\s*" + re.escape(key) + r"\s*\]\]?\s*(#.*)?$")
+            for number, line in enumerate(self.lines, 1):
+                if own.match(line):
+                    return number
         header = re.compile(r"^\s*\[\[?\s*" + re.escape(table) + r"\s*\]\]?\s*(#.*)?$")
         any_header = re.compile(r"^\s*\[")
         key_line = (
@@ -293,7 +357,8 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
     timeout = proxy.number("timeout")
     prefix = proxy.get("prefix", bool)
     list_denied = proxy.get("list_denied", bool, False)
-    strict = proxy.get("strict", bool, False)
+    strict = proxy.get("strict", bool, True)
+    isolation = _choice(proxy, "isolation", ("host", "shared"), "host")
     proxy.done("[proxy]")
 
     upstreams = tuple(_upstreams(loader, top.get("upstream", list, []), base))
@@ -338,6 +403,25 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
         except re.error as exc:
             raise red.fail("patterns", f"patterns[{index}].regex does not compile: {exc}") from None
     red.done("[redaction]")
+    auth = (
+        _auth(_Reader(loader, top.get("auth", dict, {}), ("auth", 0))) if "auth" in data else None
+    )
+    identities = tuple(
+        _identity(_Reader(loader, _table(loader, t, "identity", i), ("identity", i)), base, loader)
+        for i, t in enumerate(top.get("identity", list, []))
+    )
+    names = [rule.name for rule in identities]
+    if len(set(names)) != len(names):
+        raise top.fail("identity", f"[[identity]] names must differ: {names}")
+    if identities and auth is None:
+        raise top.fail("identity", "[[identity]] rules need [auth] (who else would they name?)")
+    audit = (
+        _audit(_Reader(loader, top.get("audit", dict, {}), ("audit", 0)), base)
+        if "audit" in data
+        else None
+    )
+    pinning = _pinning(_Reader(loader, top.get("pinning", dict, {}), ("pinning", 0)), base)
+    http = _http(_Reader(loader, top.get("http", dict, {}), ("http", 0)))
     top.done("the policy")
 
     return ProxyPolicy(
@@ -356,7 +440,121 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
         redactor=redactor,
         before_failure=before_failure,
         after_failure=after_failure,
+        isolation=isolation,
+        auth=auth,
+        identities=identities,
+        audit=audit,
+        pinning=pinning,
+        http=http,
     )
+
+
+def _choice(r: _Reader, key: str, choices: Sequence[str], default: str) -> str:
+    value = r.get(key, str, default)
+    if value not in choices:
+        raise r.fail(key, f"{key} must be one of {', '.join(choices)}, not {value!r}")
+    return str(value)
+
+
+def _auth(r: _Reader) -> AuthConfig:
+    resource = r.get("resource", str)
+    issuer, jwks_url = r.get("issuer", str), r.get("jwks_url", str)
+    audience = r.strings("audience", ()) or ((resource,) if resource else ())
+    tokens = r.get("tokens", str)
+    config = AuthConfig(
+        resource=resource,
+        issuer=issuer,
+        jwks_url=jwks_url,
+        audience=tuple(audience),
+        tokens=tokens,
+        required_scopes=r.strings("required_scopes", ()) or (),
+        groups_claim=r.get("groups_claim", str, "groups"),
+        unmatched=_choice(r, "unmatched", ("deny", "allow"), "deny"),
+        identity_in_telemetry=_choice(
+            r, "identity_in_telemetry", ("hash", "plain", "none"), "hash"
+        ),
+    )
+    r.done("[auth]")
+    if (issuer is None) != (jwks_url is None):
+        raise r.fail(None, "JWT authentication needs both issuer and jwks_url")
+    if issuer is None and tokens is None:
+        raise r.fail(None, "[auth] needs issuer and jwks_url (JWTs), or tokens (a token file)")
+    if issuer is not None and not audience:
+        raise r.fail(None, "JWT authentication needs audience (or resource, its default)")
+    return config
+
+
+def _identity(r: _Reader, base: Path, loader: _Loader) -> IdentityRule:
+    name = r.get("name", str)
+    if not name:
+        raise r.fail(None, "an [[identity]] needs a name (the audit log names the rule by it)")
+    max_calls = r.get("max_calls", int)
+    rate = r.number("rate")
+    guards = tuple(
+        _guard(
+            _Reader(loader, _table(loader, t, "identity.guard", i), ("identity.guard", i)), base
+        ).hook
+        for i, t in enumerate(r.get("guard", list, []))
+    )
+    rule = IdentityRule(
+        name=name,
+        subjects=r.strings("subjects", ()) or (),
+        client_ids=r.strings("client_ids", ()) or (),
+        groups=r.strings("groups", ()) or (),
+        scopes=r.strings("scopes", ()) or (),
+        allow=r.strings("allow"),
+        deny=r.strings("deny", ()) or (),
+        max_calls=max_calls,
+        rate=rate,
+        guards=guards,
+    )
+    r.done("[[identity]]")
+    if max_calls is not None and max_calls < 0:
+        raise r.fail("max_calls", "max_calls must be an integer >= 0")
+    return rule
+
+
+def _audit(r: _Reader, base: Path) -> AuditConfig:
+    file = r.get("file", str)
+    config = AuditConfig(
+        file=str(base / os.path.expanduser(file)) if file else "",
+        key_env=r.get("key_env", str),
+        fsync=r.get("fsync", bool, True),
+    )
+    r.done("[audit]")
+    if not file:
+        raise r.fail(None, "[audit] needs file, the audit log's path")
+    return config
+
+
+def _pinning(r: _Reader, base: Path) -> PinningConfig:
+    file = r.get("file", str)
+    approve = r.string_map("approve")
+    config = PinningConfig(
+        enabled=r.get("enabled", bool, True),
+        file=str(base / os.path.expanduser(file)) if file else None,
+        approve=approve,
+        new_tools=_choice(r, "new_tools", ("pin", "block"), "pin"),
+    )
+    r.done("[pinning]")
+    for tool, digest in approve.items():
+        if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+            raise r.fail("approve", f"approve.{tool} must be sha256: and 64 hex digits")
+    return config
+
+
+def _http(r: _Reader) -> HttpConfig:
+    size = r.get("max_result_bytes", int, DEFAULT_MAX_RESULT_BYTES)
+    config = HttpConfig(
+        allowed_hosts=r.strings("allowed_hosts", ()) or (),
+        allowed_origins=r.strings("allowed_origins", ()) or (),
+        responses=_choice(r, "responses", ("sse", "json"), "sse"),
+        max_result_bytes=size,
+    )
+    r.done("[http]")
+    if size <= 0:
+        raise r.fail("max_result_bytes", "max_result_bytes must be greater than 0")
+    return config
 
 
 def _table(loader: _Loader, value: Any, name: str, index: int) -> Mapping[str, Any]:
@@ -377,6 +575,12 @@ def _upstreams(loader: _Loader, tables: list[Any], base: Path) -> Iterator[Upstr
         names.add(name)
         command = r.get("command", (list, str))
         url = r.get("url", str)
+        cwd = r.get("cwd", str)
+        env, headers = r.string_map("env"), r.string_map("headers")
+        prefix, timeout = r.get("prefix", str), r.number("timeout")
+        start_timeout = r.number("start_timeout")
+        inherit_env, mode = r.get("inherit_env", bool, True), r.get("mode", str, "auto")
+        r.done("[[upstream]]")  # a misspelt key is named before anything else is checked
         if (command is None) == (url is None):
             raise r.fail(None, f"upstream {name!r} needs exactly one of command or url")
         if isinstance(command, str):
@@ -385,20 +589,19 @@ def _upstreams(loader: _Loader, tables: list[Any], base: Path) -> Iterator[Upstr
             raise r.fail(
                 "command", f"upstream {name!r}: command must be a non-empty list of strings"
             )
-        cwd = r.get("cwd", str)
         config = UpstreamConfig(
             name=name,
             command=tuple(command or ()),
             url=url,
-            env=r.string_map("env"),
+            env=env,
             cwd=str(base / cwd) if cwd else None,
-            headers=r.string_map("headers"),
-            prefix=r.get("prefix", str),
-            timeout=r.number("timeout"),
-            inherit_env=r.get("inherit_env", bool, True),
-            mode=r.get("mode", str, "auto"),
+            headers=headers,
+            prefix=prefix,
+            timeout=timeout,
+            start_timeout=start_timeout or DEFAULT_START_TIMEOUT,
+            inherit_env=inherit_env,
+            mode=mode,
         )
-        r.done("[[upstream]]")
         yield config
 
 

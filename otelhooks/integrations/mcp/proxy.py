@@ -1,19 +1,32 @@
-"""``otelhooks mcp proxy``: an MCP server that puts the hook boundary in front of others.
+"""``otelhooks mcp proxy``: an MCP server that puts the hook boundary in front of others, and with
+``[auth]`` a gateway that a team shares.
 
-The proxy connects to one or more upstream servers (:class:`MCPServerTools`) and serves their
-tools to a host (Claude Code, Claude Desktop, VS Code, any MCP client) over stdio or Streamable
-HTTP. Every ``tools/call`` runs through before -> run -> after with the policy's hooks (see
-:mod:`otelhooks.integrations.mcp_policy`) and redaction on by default: a blocked call answers
-``isError: true`` with the reason and never reaches the upstream. Everything else (resources,
-resource templates, prompts, completion) is passed through to the upstream that offers it, with
-secrets redacted from the text when redaction is on; the SDK traces those as MCP spans.
+The proxy connects to one or more upstream servers and serves their tools to hosts (Claude
+Code, Claude Desktop, VS Code, any MCP client) over stdio or Streamable HTTP. Every
+``tools/call`` runs through before -> run -> after with the policy's hooks (see
+:mod:`otelhooks.integrations.mcp.policy`) and redaction on by default: a blocked call answers
+``isError: true`` with the reason and never reaches the upstream.
 
-Tracing: the host's ``params._meta.traceparent`` is the parent of the proxy's spans (the
-``mcp`` SDK's server span, then otelhooks' ``execute_tool``), and the proxy's context is
-injected into the upstream request, so host -> proxy -> server is one trace. Upstream progress is
-passed on to the host; a host's cancellation cancels the upstream call. Sampling and elicitation
-requests of an upstream go to the host whose call they belong to, when its connection can carry
-server requests. With stdio, nothing but protocol is written to stdout.
+Per host, the upstream sessions declare exactly the capabilities the host declared (see
+:mod:`~otelhooks.integrations.mcp.upstreams`), so a host is offered what it can take. Resources,
+resource templates, prompts and completion are passed through to the upstream that offers them,
+with secrets redacted from the text; so are, in the protocol era the host speaks, log messages
+and log levels, resource subscriptions and updates, list changes, and an upstream's sampling,
+elicitation and roots requests (to the host whose call they belong to). Tasks are not passed on:
+the proxy does not declare them, and a host sees none.
+
+As a gateway (``--listen`` with ``[auth]``): no request without a valid bearer token (401 with
+``WWW-Authenticate`` and the protected resource metadata of RFC 9728; 403 without the required
+scopes); ``Origin`` and ``Host`` checked on every request; each caller's identity rules applied,
+its identity (or a pseudonym) on every ``execute_tool`` span and structlog event, and every call
+in the audit log. Tool definitions are pinned (:mod:`~otelhooks.integrations.mcp.pinning`).
+
+Tracing: a host session's session-level messages share one trace
+(:mod:`~otelhooks.integrations.mcp.session_trace`); each call is a trace of its own (or part of
+the host's, whose ``params._meta.traceparent`` is then the parent), with otelhooks'
+``execute_tool`` span inside the SDK's server span, and the proxy's context injected into the
+upstream request, so host -> proxy -> server is one trace. With stdio, nothing but protocol is
+written to stdout.
 """
 
 from __future__ import annotations
@@ -22,37 +35,80 @@ import asyncio
 import contextlib
 import contextvars
 import fnmatch
+import ipaddress
 import logging
+import os
+import time
 import uuid
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import mcp.types as mcp_types
+import structlog
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.shared.exceptions import MCPError
+from mcp.server.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
 
 from ...builtin import RedactionHook, StructlogEvents
-from ...core.execute import DEFAULT_TOOL_TIMEOUT, ToolExecutor
-from ...core.hooks import Hooks, UnmatchedToolPattern, UnmatchedToolPatternError
-from ...core.messages import AgentContext, ToolCall, ToolResult
-from ...core.tools import ToolRegistry
+from ...builtin.audit import AuditLog
+from ...core import (
+    DEFAULT_TOOL_TIMEOUT,
+    AgentContext,
+    Hooks,
+    ToolCall,
+    ToolCallRecord,
+    ToolCallRecorder,
+    ToolResult,
+    UnmatchedToolPattern,
+    UnmatchedToolPatternError,
+)
+from ...telemetry import attributes as A
+from ...telemetry.content import capture_from_env
+from ...telemetry.instruments import Instruments
+from .access import CALLER, Caller, IdentityRules
+from .auth import LOCAL_STDIO, LOOPBACK, Identity, JWTVerifier, TokenFileVerifier
 from .client import MCPServerTools, progress_to, to_tool_output
+from .pinning import Pinning, PinStore, default_pin_file, upstream_key
 from .policy import ProxyPolicy, UpstreamConfig
+from .session_trace import SessionTraces
+from .upstreams import Callbacks, HostProfile, UpstreamSet
 
 logger = logging.getLogger("otelhooks.mcp.proxy")
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
+IDLE_TIMEOUT = 1800.0
+"""Seconds after which upstream sessions opened for a caller (2026-07-28 era) nobody used
+are closed."""
+
+# What the proxy writes on an execute_tool span about its host and caller.
+USER_ID = "user.id"
+USER_HASH = "user.hash"
+USER_ROLES = "user.roles"
+UPSTREAM = "otelhooks.mcp.upstream"
+IDENTITY_VIA = "otelhooks.identity.via"
+IDENTITY_RULE = "otelhooks.identity.rule"
+
 
 class ProxyStartError(RuntimeError):
-    """The proxy cannot serve: no upstream started, or the policy does not fit the tools."""
+    """The proxy cannot serve: no upstream started, the policy does not fit the tools, or a
+    listener would be open without authentication."""
 
 
 @dataclass(slots=True)
@@ -68,22 +124,24 @@ _HOST: contextvars.ContextVar[_HostCall | None] = contextvars.ContextVar(
 )
 
 
-@dataclass
-class _Routes:
-    """Which upstream serves a prompt or a resource the host asks for."""
-
-    prompts: dict[str, tuple[MCPServerTools, str]] = field(default_factory=dict)
-    resources: dict[str, MCPServerTools] = field(default_factory=dict)
-    templates: dict[str, MCPServerTools] = field(default_factory=dict)
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class MCPProxy:
     """The tools of ``upstreams`` (and the policy's own), served through the hook boundary.
 
-    ``policy`` gives the hooks, limits and redaction (default: everything allowed, redaction on);
-    ``hooks`` are more hook objects, run after the policy's. ``tracer_provider`` defaults to the
-    global one. Use :meth:`start` / :meth:`close` around :meth:`serve_stdio`,
-    :meth:`serve_http` or :meth:`server` (an ``mcp`` low-level ``Server`` to run yourself).
+    ``policy`` gives the hooks, limits, redaction, authentication and audit (default: every
+    tool allowed, redaction on, definitions pinned); ``hooks`` are more hook objects, run after
+    the policy's. ``tracer_provider`` defaults to the global one. Use :meth:`start` /
+    :meth:`close` around :meth:`serve_stdio`, :meth:`serve_http` or :meth:`server` (an ``mcp``
+    low-level ``Server`` to run yourself).
     """
 
     def __init__(
@@ -95,94 +153,133 @@ class MCPProxy:
         tracer_provider: TracerProvider | None = None,
     ) -> None:
         self.policy = policy or ProxyPolicy()
-        configs = [*self.policy.upstreams, *upstreams]
-        if not configs:
+        self.configs = [*self.policy.upstreams, *upstreams]
+        if not self.configs:
             raise ValueError("the proxy needs at least one upstream server")
-        names = [c.name for c in configs]
+        names = [c.name for c in self.configs]
         if len(set(names)) != len(names):
             raise ValueError(f"upstream names must differ: {names}")
-        prefixed = self.policy.prefix if self.policy.prefix is not None else len(configs) > 1
-        self.servers: dict[str, MCPServerTools] = {
-            c.name: MCPServerTools(
-                c.url if c.url else list(c.command),
-                prefix=(c.prefix or c.name) if prefixed else c.prefix,
-                name=c.name,
-                timeout=c.timeout,
-                env=c.environment(),
-                cwd=c.cwd,
-                headers=c.headers,
-                sampling_callback=self._forward_sampling,
-                elicitation_callback=self._forward_elicitation,
-                on_tools_changed=self._tools_changed,
-                mode=c.mode,
+        prefix = self.policy.prefix
+        self.prefixed = prefix if prefix is not None else len(self.configs) > 1
+        self.pinning = self._pinning()
+        self.identity_rules = (
+            IdentityRules(self.policy.identities, unmatched=self.policy.auth.unmatched)
+            if self.policy.identities and self.policy.auth is not None
+            else None
+        )
+        self.audit = self._audit()
+        self.hooks = self._hooks(hooks)
+        self.recorder = ToolCallRecorder(
+            tracer_provider,
+            capture=capture_from_env(),
+            max_content_length=4096,
+            instruments=Instruments(None),
+        )
+        self.tracer = trace.get_tracer("otelhooks.mcp.proxy", tracer_provider=tracer_provider)
+        self.session_traces = SessionTraces()
+        self.base: UpstreamSet | None = None  # started by start(): checks, pins, first host
+        self._base_taken = False
+        self._keyed: dict[Any, UpstreamSet] = {}  # caller- or profile-keyed upstream sessions
+        self._host_sets: weakref.WeakKeyDictionary[Any, UpstreamSet] = weakref.WeakKeyDictionary()
+        self._opening: dict[Any, asyncio.Future[UpstreamSet]] = {}
+        self._in_flight: list[_HostCall] = []
+        self._run_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._subscribed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+        self._authenticated = False
+        self._result_limit: int | None = None
+        self._closing: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _pinning(self) -> Pinning | None:
+        config = self.policy.pinning
+        if not config.enabled:
+            return None
+        store = PinStore(config.file or default_pin_file())
+        return Pinning(store, approved=config.approve, new_tools=config.new_tools)
+
+    def _audit(self) -> AuditLog | None:
+        config = self.policy.audit
+        if config is None:
+            return None
+        key = os.environ.get(config.key_env, "").encode() if config.key_env else None
+        if config.key_env and not key:
+            raise ProxyStartError(
+                f"{self.policy.source}: [audit] key_env names {config.key_env}, which is not set"
             )
-            for c in configs
-        }
-        self.prefixed = prefixed
-        self.registry = ToolRegistry()
-        self.hooks = Hooks()
-        if self.policy.redaction:
-            self.hooks.add(RedactionHook(self.policy.redactor))
-        for spec in self.policy.hook_specs():
-            self.hooks.add(
+        return AuditLog(config.file, fields=self._audit_fields, key=key, fsync=config.fsync)
+
+    def _hooks(self, extra: Iterable[Any]) -> Hooks:
+        """Pinning first (a changed tool never runs), then the identity rules, redaction, the
+        policy's hooks and the caller's own; observers: the caller's attributes on the span, the
+        structlog event, the audit line."""
+        hooks = Hooks()
+        policy = self.policy
+        if self.pinning is not None:
+            hooks.add(self.pinning)
+        if self.identity_rules is not None:
+            hooks.add(self.identity_rules)
+        if policy.redaction:
+            hooks.add(RedactionHook(policy.redactor))
+        for spec in policy.hook_specs():
+            hooks.add(
                 spec.hook,
                 tools=spec.tools,
                 timeout=spec.timeout,
-                before_failure=spec.before_failure or self.policy.before_failure,  # type: ignore[arg-type]
-                after_failure=spec.after_failure or self.policy.after_failure,  # type: ignore[arg-type]
+                before_failure=spec.before_failure or policy.before_failure,  # type: ignore[arg-type]
+                after_failure=spec.after_failure or policy.after_failure,  # type: ignore[arg-type]
             )
-        for hook in hooks:
-            self.hooks.add(hook)
-        self.hooks.add(StructlogEvents())
-        self.executor = ToolExecutor(
-            self.registry,
-            self.hooks,
-            tracer_provider=tracer_provider,
-            tool_timeout=self.policy.timeout or DEFAULT_TOOL_TIMEOUT,
-        )
-        self._down: set[str] = set()
-        self._routes = _Routes()
-        self._in_flight: list[_HostCall] = []
-        self._host_sessions: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._run_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-        self._retry_lock = asyncio.Lock()
+        for hook in extra:
+            hooks.add(hook)
+        hooks.add(observe=self._caller_attributes, name="caller")
+        hooks.add(StructlogEvents())
+        if self.audit is not None:
+            hooks.add(self.audit)
+        return hooks
 
     # -- life --------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start every upstream and register their tools. An upstream that fails is logged and
-        tried again when the host next lists tools; none starting is a :class:`ProxyStartError`.
-        Tool patterns of the policy that match no tool are warned about (an error when the
-        policy is strict)."""
-        servers = list(self.servers.values())
-        outcomes = await asyncio.gather(*(s.connect() for s in servers), return_exceptions=True)
-        for server, outcome in zip(servers, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                logger.error("upstream %r did not start: %s", server.name, outcome)
-                self._down.add(server.name)
-            else:
-                server.register(self.registry)
-        if len(self._down) == len(servers):
-            raise ProxyStartError("no upstream MCP server started (see the errors above)")
+        """Start every upstream once (for the first host, the policy check and the pins). An
+        upstream that fails is logged and tried again when a host next lists tools; none
+        starting is a :class:`ProxyStartError`, and so is a policy tool pattern that matches no
+        tool (a warning when the policy is not strict)."""
+        self._loop = asyncio.get_running_loop()
+        with self.tracer.start_as_current_span("mcp proxy start", attributes=_START_ATTRS):
+            self.base = self._new_set(HostProfile())
+            try:
+                await self.base.start()
+            except RuntimeError as exc:
+                raise ProxyStartError(str(exc)) from None
+        self._review(self.base)
         self.check_policy()
 
     def check_policy(self) -> list[str]:
         """Warn (as log lines naming the tools there are) about policy tool patterns that
         match no tool; raise :class:`ProxyStartError` for them when the policy is strict."""
-        names = [t.name for t in self.registry]
+        registry = self.base.registry if self.base is not None else None
+        names = [t.name for t in registry] if registry is not None else []
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UnmatchedToolPattern)
             try:
                 unmatched = self.hooks.check_tools(names, strict=self.policy.strict)
             except UnmatchedToolPatternError as exc:
-                raise ProxyStartError(f"{self.policy.source}: {exc}") from None
+                raise ProxyStartError(
+                    f"{self.policy.source}: {exc} (a typo would leave the tool it meant "
+                    "unguarded; strict = false in [proxy] lets the proxy start anyway)"
+                ) from None
         for warning in caught:
             logger.warning("%s: %s", self.policy.source, warning.message)
         return unmatched
 
     async def close(self) -> None:
-        """Stop every upstream."""
-        await asyncio.gather(*(s.close() for s in self.servers.values()), return_exceptions=True)
+        """Stop every upstream session, and close the audit log."""
+        sets = {id(s): s for s in (self.base, *self._keyed.values(), *self._host_sets.values())}
+        await asyncio.gather(
+            *(s.close() for s in sets.values() if s is not None), return_exceptions=True
+        )
+        await asyncio.gather(*self._closing, return_exceptions=True)
+        if self.audit is not None:
+            self.audit.close()
 
     async def __aenter__(self) -> MCPProxy:
         await self.start()
@@ -191,30 +288,176 @@ class MCPProxy:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    # -- upstream sessions per host ----------------------------------------------------------
+
+    def _new_set(self, profile: HostProfile) -> UpstreamSet:
+        holder: list[UpstreamSet] = []
+
+        def tools_changed(server: MCPServerTools) -> Awaitable[None]:
+            return self._tools_changed(holder[0], server)
+
+        callbacks = Callbacks(
+            sampling=self._forward_sampling,
+            elicitation=self._forward_elicitation,
+            roots=self._forward_roots,
+            logging=lambda params: self._forward_log(holder[0], params),
+            message=lambda note: self._forward_notification(holder[0], note),
+            tools_changed=tools_changed,
+        )
+        created = UpstreamSet(
+            self.policy,
+            self.configs,
+            profile,
+            prefixed=self.prefixed,
+            hooks=self.hooks,
+            recorder=self.recorder,
+            callbacks=callbacks,
+            tool_timeout=self.policy.timeout or DEFAULT_TOOL_TIMEOUT,
+            max_result_bytes=self._result_limit,
+            trace_context=otel_context.get_current(),
+        )
+        holder.append(created)
+        return created
+
+    def _key(self, ctx: ServerRequestContext[Any], profile: HostProfile) -> Any:
+        """Whose upstream sessions a request uses: its connection's, in the handshake era; in
+        the 2026-07-28 era (no sessions: each request says who it is and what it can take),
+        its caller's with those capabilities; with ``isolation = "shared"``, everyone's with
+        those capabilities."""
+        if self.policy.isolation == "shared":
+            return ("shared", profile)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            identity, _, transport = self._identity(ctx)
+            return ("caller", transport, identity.digest(), profile)
+        return ctx.session
+
+    async def _set_for(self, ctx: ServerRequestContext[Any]) -> UpstreamSet:
+        """The upstream sessions a request uses (see :meth:`_key`), opened on first need with
+        the capabilities it declared."""
+        session = ctx.session
+        found = self._host_sets.get(session)
+        if found is not None:
+            return found
+        profile = HostProfile.of(getattr(session, "client_capabilities", None))
+        key = self._key(ctx, profile)
+        chosen = self._keyed.get(key) if key is not session else None
+        if chosen is None:
+            opening = self._opening.get(key)
+            if opening is None:
+                opening = asyncio.ensure_future(self._open_set(profile))
+                self._opening[key] = opening
+            try:
+                chosen = await asyncio.shield(opening)
+            finally:
+                if opening.done():
+                    self._opening.pop(key, None)
+            if key is session:
+                if session not in self._host_sets:
+                    self._host_sets[session] = chosen
+                    chosen.sessions += 1
+                    weakref.finalize(session, self._session_gone, chosen)
+            else:
+                self._keyed[key] = chosen
+        chosen.last_used = time.monotonic()
+        return chosen
+
+    async def _open_set(self, profile: HostProfile) -> UpstreamSet:
+        base = self.base
+        if base is not None and base.profile == profile and not self._base_taken:
+            self._base_taken = True  # the connections made at start serve the first such host
+            return base
+        chosen = self._new_set(profile)
+        logger.info("opening upstream sessions for a host declaring %s", profile.describe())
+        try:
+            await chosen.start()
+        except RuntimeError as exc:
+            await chosen.close()
+            raise MCPError(mcp_types.INTERNAL_ERROR, f"otelhooks proxy: {exc}") from None
+        self._review(chosen)
+        self._sweep_idle()
+        return chosen
+
+    def _session_gone(self, uset: UpstreamSet) -> None:
+        """A handshake-era host connection ended: its upstream sessions close."""
+        uset.sessions -= 1
+        if uset.sessions <= 0:
+            self._close_soon(uset)
+
+    def _sweep_idle(self) -> None:
+        """Close the caller-keyed upstream sessions nobody used for ``IDLE_TIMEOUT``."""
+        now = time.monotonic()
+        for key, uset in list(self._keyed.items()):
+            if uset is not self.base and now - uset.last_used > IDLE_TIMEOUT:
+                del self._keyed[key]
+                self._close_soon(uset)
+
+    def _close_soon(self, uset: UpstreamSet) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+
+        def close() -> None:
+            task = asyncio.ensure_future(uset.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+        loop.call_soon_threadsafe(close)
+
+    def _review(self, uset: UpstreamSet) -> None:
+        """Check the listings of a set's upstreams against the pins."""
+        if self.pinning is None:
+            return
+        for config in self.configs:
+            server = uset.servers[config.name]
+            key = upstream_key(config.name, config.url or " ".join(config.command))
+            self.pinning.review(key, [(e.name, e.listing) for e in server.listings])
+
     # -- serving -----------------------------------------------------------------------------
 
     def server(self) -> Server[Any]:
-        """A low-level ``mcp`` server over the proxy: tools always; resources, prompts and
-        completion when an upstream offers them."""
+        """A low-level ``mcp`` server over the proxy: tools always; resources, prompts,
+        completion, logging and subscriptions when an upstream offers them."""
         handlers: dict[str, Any] = {
             "on_list_tools": self._list_tools,
             "on_call_tool": self._call_tool,
+            "on_subscriptions_listen": self._listen,
         }
-        capabilities = [self._capabilities(s) for s in self.servers.values()]
-        if any(c is not None and c.resources is not None for c in capabilities):
+        base = self.base
+        capabilities = [] if base is None else [base.capabilities(s) for s in base.servers.values()]
+
+        def offered(what: str) -> bool:
+            return any(c is not None and getattr(c, what) is not None for c in capabilities)
+
+        if offered("resources"):
             handlers["on_list_resources"] = self._list_resources
             handlers["on_list_resource_templates"] = self._list_resource_templates
             handlers["on_read_resource"] = self._read_resource
-        if any(c is not None and c.prompts is not None for c in capabilities):
+            if any(c is not None and c.resources is not None and c.resources.subscribe
+                   for c in capabilities):  # fmt: skip
+                handlers["on_subscribe_resource"] = self._subscribe
+                handlers["on_unsubscribe_resource"] = self._unsubscribe
+        if offered("prompts"):
             handlers["on_list_prompts"] = self._list_prompts
             handlers["on_get_prompt"] = self._get_prompt
-        if any(c is not None and c.completions is not None for c in capabilities):
+        if offered("completions"):
             handlers["on_completion"] = self._complete
-        return Server(self.policy.name, version=_version(), **handlers)
+        with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, not gone
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            if offered("logging"):
+                handlers["on_set_logging_level"] = self._set_logging_level
+            server: Server[Any] = Server(self.policy.name, version=_version(), **handlers)
+        server.middleware.insert(0, self.session_traces.outer)
+        server.middleware.append(self.session_traces.inner)
+        self._list_changes = NotificationOptions(
+            tools_changed=True,
+            prompts_changed=offered("prompts"),
+            resources_changed=offered("resources"),
+        )
+        return server
 
     def initialization_options(self, server: Server[Any]) -> Any:
-        """The options ``server.run`` takes: tools/list changes announced."""
-        return server.create_initialization_options(NotificationOptions(tools_changed=True))
+        """The options ``server.run`` takes: list changes announced."""
+        return server.create_initialization_options(self._list_changes)
 
     async def serve_stdio(self) -> None:
         """Serve one host over this process's stdin/stdout until it closes them."""
@@ -227,31 +470,175 @@ class MCPProxy:
     async def serve_http(
         self, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp"
     ) -> None:
-        """Serve hosts over Streamable HTTP at ``http://{host}:{port}{path}``."""
+        """Serve hosts over Streamable HTTP at ``http://{host}:{port}{path}``.
+
+        Without ``[auth]`` only a loopback address is served (anything else is a
+        :class:`ProxyStartError` saying how to configure authentication). ``Host`` and
+        ``Origin`` are checked on every request (``[http] allowed_hosts`` and
+        ``allowed_origins``; by default the listen address and no browser origin).
+        """
         import uvicorn
 
-        app = self.server().streamable_http_app(streamable_http_path=path, host=host)
+        app = self.http_app(host, port, path)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         await uvicorn.Server(config).serve()
+
+    def http_app(self, host: str, port: int, path: str = "/mcp") -> Any:
+        """The ASGI app :meth:`serve_http` runs (see there)."""
+        from mcp.server.auth.settings import AuthSettings
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        policy, http = self.policy, self.policy.http
+        auth = policy.auth
+        if auth is None and not is_loopback(host):
+            raise ProxyStartError(
+                f"--listen {host}:{port} is reachable from other machines, and the policy has "
+                'no [auth]: add [auth] with tokens = "tokens.toml" (otelhooks mcp token add) '
+                "or issuer, jwks_url and audience (JWTs) to the --policy file"
+            )
+        self._result_limit = http.max_result_bytes if http.responses == "sse" else None
+        for uset in self._all_sets():
+            for upstream in uset.servers.values():
+                upstream.max_result_bytes = self._result_limit
+        hosts = list(http.allowed_hosts)
+        origins = list(http.allowed_origins)
+        if not hosts:
+            if host in ("0.0.0.0", "::", "[::]") and not (auth and auth.resource):
+                raise ProxyStartError(
+                    f"--listen {host}:{port} answers on every address: name the addresses "
+                    "hosts reach it by in [http] allowed_hosts (Host header values), or [auth] "
+                    "resource"
+                )
+            hosts = [f"{host}:{port}"] if not is_loopback(host) else []
+            if auth is not None and auth.resource:
+                from urllib.parse import urlsplit
+
+                hosts.append(urlsplit(auth.resource).netloc)
+        security = None
+        if hosts or origins or not is_loopback(host):
+            security = TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=hosts or ["127.0.0.1:*", "localhost:*", "[::1]:*"],
+                allowed_origins=origins,
+            )
+        verifier: Any = None
+        settings = None
+        if auth is not None:
+            verifier = _verifier(auth)
+            resource = auth.resource or f"http://{host}:{port}{path}"
+            jwt_mode = auth.issuer is not None
+            settings = AuthSettings(
+                issuer_url=auth.issuer or resource,
+                resource_server_url=resource if jwt_mode else None,
+                required_scopes=list(auth.required_scopes) or None,
+                validate_token_resource=False if jwt_mode else None,
+            )
+            self._authenticated = True
+        return self.server().streamable_http_app(
+            streamable_http_path=path,
+            host=host,
+            json_response=http.responses == "json",
+            transport_security=security,
+            auth=settings,
+            token_verifier=verifier,
+        )
+
+    def _all_sets(self) -> list[UpstreamSet]:
+        sets = {id(s): s for s in (self.base, *self._keyed.values(), *self._host_sets.values())}
+        return [s for s in sets.values() if s is not None]
+
+    # -- who is calling ----------------------------------------------------------------------
+
+    def _identity(self, ctx: ServerRequestContext[Any]) -> tuple[Identity, str | None, str]:
+        """The caller, the host's MCP session id and the transport of the host's connection."""
+        request = ctx.request
+        scope = getattr(request, "scope", None)
+        if not isinstance(scope, dict):
+            return LOCAL_STDIO, None, "pipe"
+        session_id = request.headers.get("mcp-session-id") if request is not None else None
+        user = scope.get("user")
+        token = getattr(user, "access_token", None)
+        if token is not None:
+            via = str((token.claims or {}).get(_VIA_CLAIM, "jwt"))
+            return Identity.of(token, via), session_id, "tcp"
+        return LOOPBACK, session_id, "tcp"
+
+    def _caller_attributes(self, record: ToolCallRecord) -> None:
+        """The host's and the caller's attributes on the call's span (an observer: the span is
+        current and not yet ended)."""
+        caller = CALLER.get()
+        span = trace.get_current_span()
+        if caller is None or not span.is_recording():
+            return
+        attrs: dict[str, Any] = {A.NETWORK_TRANSPORT: caller.transport}
+        if caller.transport == "tcp":
+            attrs[A.NETWORK_PROTOCOL_NAME] = "http"
+        if caller.session_id:
+            attrs[A.MCP_SESSION_ID] = caller.session_id
+        if caller.upstream:
+            attrs[UPSTREAM] = caller.upstream
+        if caller.rule:
+            attrs[IDENTITY_RULE] = caller.rule
+        attrs.update(self._identity_attributes(caller.identity))
+        span.set_attributes(attrs)
+
+    def _identity_attributes(self, identity: Identity | None) -> dict[str, Any]:
+        """The identity as telemetry shows it: plain, a pseudonym, or nothing (``[auth]
+        identity_in_telemetry``; a proxy without ``[auth]`` shows how the host came in)."""
+        if identity is None:
+            return {}
+        mode = self.policy.auth.identity_in_telemetry if self.policy.auth else "plain"
+        attrs: dict[str, Any] = {IDENTITY_VIA: identity.via}
+        if mode == "plain":
+            attrs[USER_ID] = identity.label
+            if identity.groups:
+                attrs[USER_ROLES] = identity.groups
+        elif mode == "hash":
+            attrs[USER_HASH] = identity.digest()
+        return attrs
+
+    def _audit_fields(self, record: ToolCallRecord) -> dict[str, Any]:
+        caller = CALLER.get()
+        if caller is None:
+            return {}
+        identity = caller.identity
+        return {
+            "identity": identity.label if identity is not None else None,
+            "identity_via": identity.via if identity is not None else None,
+            "issuer": identity.issuer if identity is not None else None,
+            "session": caller.session_id,
+            "upstream": caller.upstream,
+            "rule": caller.rule or record.deciding_hook,
+        }
 
     # -- tools -------------------------------------------------------------------------------
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
     ) -> mcp_types.ListToolsResult:
-        self._host_sessions.add(ctx.session)
-        await self._retry_down()
+        uset = await self._set_for(ctx)
+        await uset.retry_down()
+        identity, _, _ = self._identity(ctx)
         listed: list[mcp_types.Tool] = []
-        for server in self.servers.values():
+        for server in uset.servers.values():
             for entry in server.listings:
-                if self.policy.list_denied or not self.policy.denies(entry.name):
-                    listed.append(entry.listing.model_copy(update={"name": entry.name}))
+                if self.policy.denies(entry.name) and not self.policy.list_denied:
+                    continue
+                if self.pinning is not None and self.pinning.refused(entry.name):
+                    continue
+                rules = self.identity_rules
+                if rules is not None and not rules.allows(identity, entry.name):
+                    continue
+                listed.append(entry.listing.model_copy(update={"name": entry.name}))
         return mcp_types.ListToolsResult(tools=listed)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: mcp_types.CallToolRequestParams
     ) -> mcp_types.CallToolResult:
-        self._host_sessions.add(ctx.session)
+        uset = await self._set_for(ctx)
+        identity, session_id, transport = self._identity(ctx)
+        upstream = uset.server_of(params.name)
+        caller = Caller(identity, session_id, transport, upstream.name if upstream else None)
         host = _HostCall(ctx.session, ctx.request_id)
         call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex
 
@@ -261,20 +648,32 @@ class MCPProxy:
             except Exception:  # the host went away: the call goes on
                 logger.debug("progress not delivered to the host", exc_info=True)
 
-        token = _HOST.set(host)
+        link = self.session_traces.link_to(ctx.session)
+        tokens = (_HOST.set(host), CALLER.set(caller))
+        log_fields = {
+            k: v for k, v in self._identity_attributes(identity).items() if k != IDENTITY_VIA
+        }
         self._in_flight.append(host)
         try:
-            with progress_to(forward_progress):
-                result = await self.executor.execute(
+            with (
+                progress_to(forward_progress),
+                structlog.contextvars.bound_contextvars(
+                    **{k.replace(".", "_"): v for k, v in log_fields.items()}
+                ),
+            ):
+                prepared = await uset.executor.prepare(
                     ToolCall(call_id, params.name, dict(params.arguments or {})),
                     context=AgentContext(
                         run_id=self._run_id(ctx.session), agent_name=self.policy.name
                     ),
                     timeout=self._timeout_for(params.name),
+                    links=[link] if link is not None else None,
                 )
+                result = await uset.executor.finish(prepared)
         finally:
             self._in_flight.remove(host)
-            _HOST.reset(token)
+            CALLER.reset(tokens[1])
+            _HOST.reset(tokens[0])
         return call_tool_result(result)
 
     def _timeout_for(self, tool: str) -> float | None:
@@ -290,38 +689,113 @@ class MCPProxy:
             run_id = self._run_ids[session] = uuid.uuid4().hex
         return run_id
 
-    async def _retry_down(self) -> None:
-        if not self._down:
-            return
-        async with self._retry_lock:
-            for name in list(self._down):
-                server = self.servers[name]
-                try:
-                    await asyncio.wait_for(server.connect(), timeout=30)
-                except Exception as exc:
-                    logger.warning("upstream %r is still down: %s", name, exc)
-                    continue
-                self._down.discard(name)
-                server.register(self.registry)
-                logger.info("upstream %r is up", name)
+    async def _tools_changed(self, uset: UpstreamSet, server: MCPServerTools) -> None:
+        self._review(uset)
+        await self._tell_hosts(uset, ToolsListChanged())
 
-    async def _tools_changed(self, server: MCPServerTools) -> None:
-        for session in list(self._host_sessions):
-            with contextlib.suppress(Exception):  # a host that left, or one that listens instead
-                await session.send_tool_list_changed()
+    # -- notifications to hosts --------------------------------------------------------------
+
+    def _hosts_of(self, uset: UpstreamSet) -> list[Any]:
+        return [session for session, owned in list(self._host_sets.items()) if owned is uset]
+
+    async def _tell_hosts(self, uset: UpstreamSet, event: ServerEvent) -> None:
+        """An event for the hosts of ``uset``: on their listen streams (2026-07-28; each
+        stream keeps what it asked for), and as the handshake era's notification to each
+        connection that uses the set (a resource update only to those subscribed to it)."""
+        await uset.bus.publish(event)
+        for session in self._hosts_of(uset):
+            if isinstance(event, ResourceUpdated) and event.uri not in self._subscribed.get(
+                session, set()
+            ):
+                continue
+            with contextlib.suppress(Exception):  # a host that left
+                if isinstance(event, ToolsListChanged):
+                    await session.send_tool_list_changed()
+                elif isinstance(event, PromptsListChanged):
+                    await session.send_prompt_list_changed()
+                elif isinstance(event, ResourcesListChanged):
+                    await session.send_resource_list_changed()
+                else:
+                    await session.send_resource_updated(event.uri)
+
+    async def _forward_notification(self, uset: UpstreamSet, notification: Any) -> None:
+        if isinstance(notification, mcp_types.ResourceUpdatedNotification):
+            await self._tell_hosts(uset, ResourceUpdated(str(notification.params.uri)))
+        elif isinstance(notification, mcp_types.ResourceListChangedNotification):
+            await self._tell_hosts(uset, ResourcesListChanged())
+        elif isinstance(notification, mcp_types.PromptListChangedNotification):
+            await self._tell_hosts(uset, PromptsListChanged())
+
+    async def _forward_log(
+        self, uset: UpstreamSet, params: mcp_types.LoggingMessageNotificationParams
+    ) -> None:
+        """An upstream's log message, redacted, to its hosts: during a call, to that call's
+        host on the call's stream; otherwise to every host of the set (handshake era only)."""
+        data = params.data
+        if self.policy.redaction:
+            data, _ = self.policy.redactor.redact(data, "log")
+        host = self._host()
+        targets = [host.session] if host is not None else self._hosts_of(uset)
+        related = host.request_id if host is not None else None
+        for session in targets:
+            with contextlib.suppress(Exception), warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await session.send_log_message(params.level, data, params.logger, related)
+
+    async def _listen(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.SubscriptionsListenRequestParams
+    ) -> mcp_types.SubscriptionsListenResult:
+        """``subscriptions/listen`` (2026-07-28): a stream of the events of this caller's
+        upstream sessions only; the resources it names are subscribed upstream."""
+        uset = await self._set_for(ctx)
+        for uri in params.notifications.resource_subscriptions or ():
+            await self._subscribe_upstream(uset, None, str(uri))
+        return await uset.listen(ctx, params)
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.SubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        await self._subscribe_upstream(await self._set_for(ctx), ctx.session, str(params.uri))
+        return mcp_types.EmptyResult()
+
+    async def _subscribe_upstream(self, uset: UpstreamSet, session: Any, uri: str) -> None:
+        if session is not None:
+            self._subscribed.setdefault(session, set()).add(uri)
+        for server in self._owners(uset, uri):
+            client = await server.client()
+            with contextlib.suppress(MCPError):
+                await client.subscribe_resource(uri)
+                return
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.UnsubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        uset, uri = await self._set_for(ctx), str(params.uri)
+        self._subscribed.get(ctx.session, set()).discard(uri)
+        still = any(uri in self._subscribed.get(s, set()) for s in self._hosts_of(uset))
+        if not still:
+            for server in self._owners(uset, uri):
+                client = await server.client()
+                with contextlib.suppress(MCPError):
+                    await client.unsubscribe_resource(uri)
+        return mcp_types.EmptyResult()
+
+    async def _set_logging_level(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.SetLevelRequestParams
+    ) -> mcp_types.EmptyResult:
+        uset = await self._set_for(ctx)
+        for server in uset.offering("logging"):
+            client = await server.client()
+            with contextlib.suppress(MCPError), warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.set_logging_level(params.level)
+        return mcp_types.EmptyResult()
 
     # -- pass-through ------------------------------------------------------------------------
 
-    def _capabilities(self, server: MCPServerTools) -> mcp_types.ServerCapabilities | None:
-        client = server._client
-        return client.server_capabilities if client is not None else None
-
-    def _offering(self, what: str) -> list[MCPServerTools]:
-        return [
-            s
-            for s in self.servers.values()
-            if (c := self._capabilities(s)) is not None and getattr(c, what) is not None
-        ]
+    def _owners(self, uset: UpstreamSet, uri: str) -> list[MCPServerTools]:
+        owner = uset.routes.resources.get(uri)
+        return [owner] if owner is not None else uset.offering("resources")
 
     def _scrub(self, model: ModelT) -> ModelT:
         """``model`` with secrets redacted from its text (unchanged when redaction is off)."""
@@ -334,34 +808,34 @@ class MCPProxy:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
     ) -> mcp_types.ListResourcesResult:
+        uset = await self._set_for(ctx)
         resources: list[mcp_types.Resource] = []
-        for server in self._offering("resources"):
+        for server in uset.offering("resources"):
             client = await server.client()
             for item in await _all_pages(client.list_resources, "resources"):
-                self._routes.resources[str(item.uri)] = server
+                uset.routes.resources[str(item.uri)] = server
                 resources.append(item)
-        return mcp_types.ListResourcesResult(resources=resources)
+        return self._scrub(mcp_types.ListResourcesResult(resources=resources))
 
     async def _list_resource_templates(
         self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
     ) -> mcp_types.ListResourceTemplatesResult:
+        uset = await self._set_for(ctx)
         templates: list[mcp_types.ResourceTemplate] = []
-        for server in self._offering("resources"):
+        for server in uset.offering("resources"):
             client = await server.client()
             pages = await _all_pages(client.list_resource_templates, "resource_templates")
             for item in pages:
-                self._routes.templates[item.uri_template] = server
+                uset.routes.templates[item.uri_template] = server
                 templates.append(item)
         return mcp_types.ListResourceTemplatesResult(resource_templates=templates)
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any], params: mcp_types.ReadResourceRequestParams
     ) -> mcp_types.ReadResourceResult:
-        uri = str(params.uri)
-        owner = self._routes.resources.get(uri)
-        candidates = [owner] if owner is not None else self._offering("resources")
+        uset, uri = await self._set_for(ctx), str(params.uri)
         last: MCPError | None = None
-        for server in candidates:
+        for server in self._owners(uset, uri):
             client = await server.client()
             try:
                 return self._scrub(await client.read_resource(uri, cache_mode="bypass"))
@@ -372,24 +846,29 @@ class MCPProxy:
         raise MCPError(mcp_types.INVALID_PARAMS, f"no upstream offers the resource {uri}")
 
     async def _list_prompts(
-        self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
+        self, ctx: ServerRequestContext[Any] | None, params: mcp_types.PaginatedRequestParams | None
     ) -> mcp_types.ListPromptsResult:
+        assert ctx is not None
+        uset = await self._set_for(ctx)
         prompts: list[mcp_types.Prompt] = []
-        for server in self._offering("prompts"):
+        for server in uset.offering("prompts"):
             client = await server.client()
             for item in await _all_pages(client.list_prompts, "prompts"):
                 name = (
                     f"{server.prefix}_{item.name}" if self.prefixed and server.prefix else item.name
                 )
-                self._routes.prompts[name] = (server, item.name)
+                uset.routes.prompts[name] = (server, item.name)
                 prompts.append(item.model_copy(update={"name": name}))
         return mcp_types.ListPromptsResult(prompts=prompts)
 
-    async def _prompt_route(self, name: str) -> tuple[MCPServerTools, str]:
-        route = self._routes.prompts.get(name)
+    async def _prompt_route(
+        self, ctx: ServerRequestContext[Any], name: str
+    ) -> tuple[MCPServerTools, str]:
+        uset = await self._set_for(ctx)
+        route = uset.routes.prompts.get(name)
         if route is None:
-            await self._list_prompts(None, None)  # type: ignore[arg-type]
-            route = self._routes.prompts.get(name)
+            await self._list_prompts(ctx, None)
+            route = uset.routes.prompts.get(name)
         if route is None:
             raise MCPError(mcp_types.INVALID_PARAMS, f"unknown prompt {name!r}")
         return route
@@ -397,23 +876,24 @@ class MCPProxy:
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any], params: mcp_types.GetPromptRequestParams
     ) -> mcp_types.GetPromptResult:
-        server, name = await self._prompt_route(params.name)
+        server, name = await self._prompt_route(ctx, params.name)
         client = await server.client()
         return self._scrub(await client.get_prompt(name, params.arguments))
 
     async def _complete(
         self, ctx: ServerRequestContext[Any], params: mcp_types.CompleteRequestParams
     ) -> mcp_types.CompleteResult:
+        uset = await self._set_for(ctx)
         ref = params.ref
         argument = {"name": params.argument.name, "value": params.argument.value}
         context = params.context.arguments if params.context is not None else None
         if isinstance(ref, mcp_types.PromptReference):
-            server, name = await self._prompt_route(ref.name)
+            server, name = await self._prompt_route(ctx, ref.name)
             ref = ref.model_copy(update={"name": name})
             candidates = [server]
         else:
-            owner = self._routes.templates.get(ref.uri)
-            candidates = [owner] if owner is not None else self._offering("completions")
+            owner = uset.routes.templates.get(ref.uri)
+            candidates = [owner] if owner is not None else uset.offering("completions")
         for server in candidates:
             client = await server.client()
             with contextlib.suppress(MCPError):
@@ -464,6 +944,53 @@ class MCPProxy:
         return await self._ask_host(
             "elicitation", mcp_types.ElicitRequest(params=params), mcp_types.ElicitResult
         )
+
+    async def _forward_roots(self, context: Any) -> Any:
+        return await self._ask_host(
+            "roots", mcp_types.ListRootsRequest(), mcp_types.ListRootsResult
+        )
+
+
+_START_ATTRS: dict[str, Any] = {"mcp.method.name": "proxy/start"}
+_VIA_CLAIM = "otelhooks.via"
+
+
+class _TaggedTokenFile(TokenFileVerifier):
+    async def verify_token(self, token: str) -> Any:
+        found = await super().verify_token(token)
+        if found is not None:
+            found.claims = {**(found.claims or {}), _VIA_CLAIM: "token"}
+        return found
+
+
+class _Verifiers:
+    """The token verifiers of ``[auth]``, tried in turn (JWTs, then the token file)."""
+
+    def __init__(self, verifiers: Sequence[Any]) -> None:
+        self.verifiers = list(verifiers)
+
+    async def verify_token(self, token: str) -> Any:
+        for verifier in self.verifiers:
+            found = await verifier.verify_token(token)
+            if found is not None:
+                return found
+        return None
+
+
+def _verifier(auth: Any) -> _Verifiers:
+    verifiers: list[Any] = []
+    if auth.issuer is not None:
+        verifiers.append(
+            JWTVerifier(
+                auth.jwks_url,
+                issuer=auth.issuer,
+                audience=list(auth.audience),
+                groups_claim=auth.groups_claim,
+            )
+        )
+    if auth.tokens is not None:
+        verifiers.append(_TaggedTokenFile(auth.tokens))
+    return _Verifiers(verifiers)
 
 
 def call_tool_result(result: ToolResult) -> mcp_types.CallToolResult:
