@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import sys
@@ -144,12 +145,15 @@ def garbage() -> str:
 
 @server.tool()
 async def add_tool(name: str, ctx: Context | None = None) -> str:
-    """Add a tool, and tell the client the list changed."""
+    """Add a tool (replacing one of that name: a changed definition), and tell the client the
+    list changed."""
     assert ctx is not None
 
     def added() -> str:
         return f"I am {name}"
 
+    with contextlib.suppress(Exception):
+        server.remove_tool(name)
     server.add_tool(added, name=name, description=f"added at {time.time()}")
     await ctx.notify_tools_changed()
     return f"added {name}"

@@ -145,7 +145,11 @@ async def test_the_policy_hooks_block_what_they_should() -> None:
 
 BAD = [
     ("[tools\ndeny = []\n", 1, "not valid TOML"),
-    ('[tools]\nalow = ["x"]\n', 2, "unknown key 'alow' in [tools] (did you mean 'allow'? known: allow, deny, timeouts)"),
+    (
+        '[tools]\nalow = ["x"]\n',
+        2,
+        "unknown key 'alow' in [tools] (did you mean 'allow'? known: allow, deny, timeouts)",
+    ),
     ('[tools]\ndeny = "x"\nallow = 3\n', 3, "allow must be a list or a string, not an integer (3)"),
     ("[proxy]\ntimeout = -1\n", 2, "timeout must be greater than 0"),
     ("[proxy]\nprefix = 'yes'\n", 2, "prefix must be true or false"),

@@ -86,6 +86,7 @@ def configure_structlog(fmt: str, redactor: Any, file: TextIO | None = None) -> 
     )
     structlog.configure(
         processors=[
+            structlog.contextvars.merge_contextvars,  # what a caller bound (the proxy's caller)
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             add_trace_context,

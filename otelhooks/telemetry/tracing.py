@@ -121,12 +121,16 @@ class _EndCounter(SpanProcessor):
 
 
 class CountingExporter(SpanExporter):
-    """Wraps an exporter and counts the spans it exported and those it failed to export."""
+    """Wraps an exporter and counts the spans it exported and those it failed to export. The
+    first failure is logged once (a warning naming the destination), and so is the first
+    success after failures: a long-running process (the MCP proxy) does not lose spans in
+    silence."""
 
     def __init__(self, inner: SpanExporter, stats: ExportStats) -> None:
         self.inner = inner
         self.stats = stats
         self.last_success = float("-inf")  # time.monotonic() of the last successful export
+        self._failing = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Export and count the outcome."""
@@ -139,9 +143,21 @@ class CountingExporter(SpanExporter):
             if result is SpanExportResult.SUCCESS:
                 self.last_success = time.monotonic()
                 self.stats.exported += len(spans)
+                recovered, self._failing = self._failing, False
+                failed_first = False
             else:
                 self.stats.failed += len(spans)
                 self.stats.failed_batches += 1
+                failed_first, self._failing = not self._failing, True
+                recovered = False
+        if failed_first:
+            logger.warning(
+                "spans are not reaching %s (the export failed); they are counted and dropped "
+                "until it answers (is a collector listening there?)",
+                self.stats.destination or "the exporter's destination",
+            )
+        elif recovered:
+            logger.warning("spans reach %s again", self.stats.destination)
         return result
 
     def shutdown(self) -> None:

@@ -124,6 +124,12 @@ _HOST: contextvars.ContextVar[_HostCall | None] = contextvars.ContextVar(
 )
 
 
+def connection_of(session: Any) -> Any:
+    """The host connection a request's session belongs to (the ``mcp`` SDK makes a session
+    object per request; its connection lives as long as the host stays connected)."""
+    return getattr(session, "_connection", session)
+
+
 def is_loopback(host: str) -> bool:
     """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
     if host == "localhost":
@@ -186,6 +192,7 @@ class MCPProxy:
         self._run_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self._subscribed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
         self._authenticated = False
+        self._one_host = False  # stdio: the only host
         self._result_limit: int | None = None
         self._closing: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -329,18 +336,18 @@ class MCPProxy:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             identity, _, transport = self._identity(ctx)
             return ("caller", transport, identity.digest(), profile)
-        return ctx.session
+        return connection_of(ctx.session)
 
     async def _set_for(self, ctx: ServerRequestContext[Any]) -> UpstreamSet:
         """The upstream sessions a request uses (see :meth:`_key`), opened on first need with
         the capabilities it declared."""
-        session = ctx.session
-        found = self._host_sets.get(session)
+        connection = connection_of(ctx.session)
+        found = self._host_sets.get(connection)
         if found is not None:
             return found
-        profile = HostProfile.of(getattr(session, "client_capabilities", None))
+        profile = HostProfile.of(getattr(ctx.session, "client_capabilities", None))
         key = self._key(ctx, profile)
-        chosen = self._keyed.get(key) if key is not session else None
+        chosen = self._keyed.get(key) if key is not connection else None
         if chosen is None:
             opening = self._opening.get(key)
             if opening is None:
@@ -351,11 +358,11 @@ class MCPProxy:
             finally:
                 if opening.done():
                     self._opening.pop(key, None)
-            if key is session:
-                if session not in self._host_sets:
-                    self._host_sets[session] = chosen
+            if key is connection:
+                if connection not in self._host_sets:
+                    self._host_sets[connection] = chosen
                     chosen.sessions += 1
-                    weakref.finalize(session, self._session_gone, chosen)
+                    weakref.finalize(connection, self._session_gone, chosen)
             else:
                 self._keyed[key] = chosen
         chosen.last_used = time.monotonic()
@@ -366,6 +373,9 @@ class MCPProxy:
         if base is not None and base.profile == profile and not self._base_taken:
             self._base_taken = True  # the connections made at start serve the first such host
             return base
+        if base is not None and self._one_host and not self._base_taken:
+            self._base_taken = True  # the only host has other capabilities: let them go
+            self._close_soon(base)
         chosen = self._new_set(profile)
         logger.info("opening upstream sessions for a host declaring %s", profile.describe())
         try:
@@ -463,6 +473,7 @@ class MCPProxy:
         """Serve one host over this process's stdin/stdout until it closes them."""
         from mcp.server.stdio import stdio_server
 
+        self._one_host = True
         server = self.server()
         async with stdio_server() as (read, write):
             await server.run(read, write, self.initialization_options(server))
@@ -483,19 +494,43 @@ class MCPProxy:
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         await uvicorn.Server(config).serve()
 
-    def http_app(self, host: str, port: int, path: str = "/mcp") -> Any:
-        """The ASGI app :meth:`serve_http` runs (see there)."""
-        from mcp.server.auth.settings import AuthSettings
-        from mcp.server.transport_security import TransportSecuritySettings
-
-        policy, http = self.policy, self.policy.http
-        auth = policy.auth
+    def check_listen(self, host: str, port: int) -> None:
+        """Refuse (:class:`ProxyStartError`) to listen on an address other machines reach
+        without authentication, or on every address without knowing the names hosts use."""
+        auth = self.policy.auth
         if auth is None and not is_loopback(host):
             raise ProxyStartError(
                 f"--listen {host}:{port} is reachable from other machines, and the policy has "
                 'no [auth]: add [auth] with tokens = "tokens.toml" (otelhooks mcp token add) '
                 "or issuer, jwks_url and audience (JWTs) to the --policy file"
             )
+        everywhere = host in ("0.0.0.0", "::", "[::]")
+        if everywhere and not self.policy.http.allowed_hosts and not (auth and auth.resource):
+            raise ProxyStartError(
+                f"--listen {host}:{port} answers on every address: name the addresses hosts "
+                "reach it by in [http] allowed_hosts (Host header values), or [auth] resource"
+            )
+
+    def describe_auth(self) -> str:
+        """How callers authenticate, in a few words (for the start-up line)."""
+        auth = self.policy.auth
+        if auth is None:
+            return "no authentication: loopback only"
+        ways = []
+        if auth.issuer is not None:
+            ways.append(f"JWTs from {auth.issuer}")
+        if auth.tokens is not None:
+            ways.append(f"tokens of {auth.tokens}")
+        return "bearer tokens: " + ", ".join(ways)
+
+    def http_app(self, host: str, port: int, path: str = "/mcp") -> Any:
+        """The ASGI app :meth:`serve_http` runs (see there)."""
+        from mcp.server.auth.settings import AuthSettings
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        self.check_listen(host, port)
+        policy, http = self.policy, self.policy.http
+        auth = policy.auth
         self._result_limit = http.max_result_bytes if http.responses == "sse" else None
         for uset in self._all_sets():
             for upstream in uset.servers.values():
@@ -503,24 +538,17 @@ class MCPProxy:
         hosts = list(http.allowed_hosts)
         origins = list(http.allowed_origins)
         if not hosts:
-            if host in ("0.0.0.0", "::", "[::]") and not (auth and auth.resource):
-                raise ProxyStartError(
-                    f"--listen {host}:{port} answers on every address: name the addresses "
-                    "hosts reach it by in [http] allowed_hosts (Host header values), or [auth] "
-                    "resource"
-                )
-            hosts = [f"{host}:{port}"] if not is_loopback(host) else []
+            if is_loopback(host):
+                hosts = list(_LOOPBACK_HOSTS)
+            elif host not in ("0.0.0.0", "::", "[::]"):
+                hosts = [f"{host}:{port}"]
             if auth is not None and auth.resource:
                 from urllib.parse import urlsplit
 
                 hosts.append(urlsplit(auth.resource).netloc)
-        security = None
-        if hosts or origins or not is_loopback(host):
-            security = TransportSecuritySettings(
-                enable_dns_rebinding_protection=True,
-                allowed_hosts=hosts or ["127.0.0.1:*", "localhost:*", "[::1]:*"],
-                allowed_origins=origins,
-            )
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+        )
         verifier: Any = None
         settings = None
         if auth is not None:
@@ -555,7 +583,9 @@ class MCPProxy:
         scope = getattr(request, "scope", None)
         if not isinstance(scope, dict):
             return LOCAL_STDIO, None, "pipe"
-        session_id = request.headers.get("mcp-session-id") if request is not None else None
+        session_id = getattr(connection_of(ctx.session), "session_id", None) or (
+            request.headers.get("mcp-session-id") if request is not None else None
+        )
         user = scope.get("user")
         token = getattr(user, "access_token", None)
         if token is not None:
@@ -648,7 +678,7 @@ class MCPProxy:
             except Exception:  # the host went away: the call goes on
                 logger.debug("progress not delivered to the host", exc_info=True)
 
-        link = self.session_traces.link_to(ctx.session)
+        link = self.session_traces.link_to(connection_of(ctx.session))
         tokens = (_HOST.set(host), CALLER.set(caller))
         log_fields = {
             k: v for k, v in self._identity_attributes(identity).items() if k != IDENTITY_VIA
@@ -664,7 +694,8 @@ class MCPProxy:
                 prepared = await uset.executor.prepare(
                     ToolCall(call_id, params.name, dict(params.arguments or {})),
                     context=AgentContext(
-                        run_id=self._run_id(ctx.session), agent_name=self.policy.name
+                        run_id=self._run_id(connection_of(ctx.session)),
+                        agent_name=self.policy.name,
                     ),
                     timeout=self._timeout_for(params.name),
                     links=[link] if link is not None else None,
@@ -696,27 +727,28 @@ class MCPProxy:
     # -- notifications to hosts --------------------------------------------------------------
 
     def _hosts_of(self, uset: UpstreamSet) -> list[Any]:
-        return [session for session, owned in list(self._host_sets.items()) if owned is uset]
+        """The handshake-era host connections that use ``uset``."""
+        return [host for host, owned in list(self._host_sets.items()) if owned is uset]
 
     async def _tell_hosts(self, uset: UpstreamSet, event: ServerEvent) -> None:
         """An event for the hosts of ``uset``: on their listen streams (2026-07-28; each
         stream keeps what it asked for), and as the handshake era's notification to each
         connection that uses the set (a resource update only to those subscribed to it)."""
         await uset.bus.publish(event)
-        for session in self._hosts_of(uset):
+        for host in self._hosts_of(uset):
             if isinstance(event, ResourceUpdated) and event.uri not in self._subscribed.get(
-                session, set()
+                host, set()
             ):
                 continue
             with contextlib.suppress(Exception):  # a host that left
                 if isinstance(event, ToolsListChanged):
-                    await session.send_tool_list_changed()
+                    await host.send_tool_list_changed()
                 elif isinstance(event, PromptsListChanged):
-                    await session.send_prompt_list_changed()
+                    await host.send_prompt_list_changed()
                 elif isinstance(event, ResourcesListChanged):
-                    await session.send_resource_list_changed()
+                    await host.send_resource_list_changed()
                 else:
-                    await session.send_resource_updated(event.uri)
+                    await host.send_resource_updated(event.uri)
 
     async def _forward_notification(self, uset: UpstreamSet, notification: Any) -> None:
         if isinstance(notification, mcp_types.ResourceUpdatedNotification):
@@ -735,12 +767,16 @@ class MCPProxy:
         if self.policy.redaction:
             data, _ = self.policy.redactor.redact(data, "log")
         host = self._host()
-        targets = [host.session] if host is not None else self._hosts_of(uset)
-        related = host.request_id if host is not None else None
-        for session in targets:
-            with contextlib.suppress(Exception), warnings.catch_warnings():
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                await session.send_log_message(params.level, data, params.logger, related)
+        with contextlib.suppress(Exception), warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            if host is not None:  # on the call's own stream (the only one 2026-07-28 allows)
+                await host.session.send_log_message(
+                    params.level, data, params.logger, host.request_id
+                )
+                return
+        for connection in self._hosts_of(uset):
+            with contextlib.suppress(Exception):
+                await connection.log(params.level, data, params.logger)
 
     async def _listen(
         self, ctx: ServerRequestContext[Any], params: mcp_types.SubscriptionsListenRequestParams
@@ -755,7 +791,8 @@ class MCPProxy:
     async def _subscribe(
         self, ctx: ServerRequestContext[Any], params: mcp_types.SubscribeRequestParams
     ) -> mcp_types.EmptyResult:
-        await self._subscribe_upstream(await self._set_for(ctx), ctx.session, str(params.uri))
+        uset = await self._set_for(ctx)
+        await self._subscribe_upstream(uset, connection_of(ctx.session), str(params.uri))
         return mcp_types.EmptyResult()
 
     async def _subscribe_upstream(self, uset: UpstreamSet, session: Any, uri: str) -> None:
@@ -771,7 +808,7 @@ class MCPProxy:
         self, ctx: ServerRequestContext[Any], params: mcp_types.UnsubscribeRequestParams
     ) -> mcp_types.EmptyResult:
         uset, uri = await self._set_for(ctx), str(params.uri)
-        self._subscribed.get(ctx.session, set()).discard(uri)
+        self._subscribed.get(connection_of(ctx.session), set()).discard(uri)
         still = any(uri in self._subscribed.get(s, set()) for s in self._hosts_of(uset))
         if not still:
             for server in self._owners(uset, uri):
@@ -952,6 +989,7 @@ class MCPProxy:
 
 
 _START_ATTRS: dict[str, Any] = {"mcp.method.name": "proxy/start"}
+_LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 _VIA_CLAIM = "otelhooks.via"
 
 

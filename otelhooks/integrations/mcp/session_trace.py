@@ -28,7 +28,7 @@ CALLS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
 
 
 class SessionTraces:
-    """The trace context of each host session (its ``initialize`` span), kept while the session
+    """The trace context of each host connection (its ``initialize`` span), kept while the session
     lives; :meth:`outer` and :meth:`inner` are the two middlewares that make and use it."""
 
     def __init__(self) -> None:
@@ -58,7 +58,7 @@ class SessionTraces:
         ``traceparent`` with becomes part of the session's trace."""
         context = None
         if ctx.method not in CALLS and not _has_traceparent(ctx.meta):
-            context = self.context_of(ctx.session)
+            context = self.context_of(_connection(ctx.session))
         if context is None:
             return await call_next(ctx)
         token = otel_context.attach(context)
@@ -73,8 +73,13 @@ class SessionTraces:
         """Runs inside the SDK's span: the ``initialize`` span is noted as the session's."""
         if ctx.method == "initialize":
             with contextlib.suppress(TypeError):
-                self._sessions[ctx.session] = otel_context.get_current()
+                self._sessions[_connection(ctx.session)] = otel_context.get_current()
         return await call_next(ctx)
+
+
+def _connection(session: Any) -> Any:
+    """The connection a request's session object belongs to (one per host connection)."""
+    return getattr(session, "_connection", session)
 
 
 def _has_traceparent(meta: Any) -> bool:

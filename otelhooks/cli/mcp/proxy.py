@@ -25,9 +25,7 @@ from typing import Any, TextIO
 PROXY_SERVICE_NAME = "otelhooks-mcp-proxy"
 
 
-def add_parser(sub: Any) -> None:
-    mcp = sub.add_parser("mcp", help="MCP: put hooks, redaction and traces in front of servers")
-    mcp_sub = mcp.add_subparsers(dest="mcp_command", required=True)
+def add_parser(mcp_sub: Any) -> None:
     proxy = mcp_sub.add_parser(
         "proxy",
         help="serve upstream MCP servers' tools through before -> run -> after",
@@ -60,7 +58,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..integrations.mcp.policy import (
+    from ...integrations.mcp.policy import (
         PolicyError,
         ProxyPolicy,
         load_policy,
@@ -110,9 +108,9 @@ async def _until_signalled(serving: Coroutine[Any, Any, int]) -> int:
 async def _serve(
     policy: Any, upstreams: list[Any], listen: tuple[str, int] | None, *, check: bool
 ) -> int:
-    from ..integrations.mcp.proxy import MCPProxy, ProxyStartError
-    from ..telemetry.environment import ConfigurationError, exporters_from_env
-    from ..telemetry.tracing import setup_tracing
+    from ...integrations.mcp.proxy import MCPProxy, ProxyStartError
+    from ...telemetry.environment import ConfigurationError, exporters_from_env
+    from ...telemetry.tracing import setup_tracing
 
     try:
         setup = setup_tracing(
@@ -126,26 +124,33 @@ async def _serve(
         print(f"otelhooks mcp proxy: {exc}", file=sys.stderr)
         return 2
     logging.getLogger("opentelemetry.exporter").setLevel(logging.CRITICAL)
-    proxy = MCPProxy(policy, upstreams, tracer_provider=setup.provider)
     try:
+        proxy = MCPProxy(policy, upstreams, tracer_provider=setup.provider)
+        if listen is not None:
+            proxy.check_listen(*listen)  # before any upstream starts: refused at once
         await proxy.start()
-    except ProxyStartError as exc:
+    except (ProxyStartError, ValueError) as exc:
         print(f"otelhooks mcp proxy: {exc}", file=sys.stderr)
-        await proxy.close()
+        if "proxy" in locals():
+            await proxy.close()
         setup.shutdown()
         return 1
     try:
         if check:
             assert proxy.base is not None
             for tool in proxy.base.registry:
-                hidden = " (denied: hidden from tools/list)" if policy.denies(tool.name) else ""
-                print(f"{tool.name}{hidden}", file=sys.stderr)
+                notes = []
+                if policy.denies(tool.name):
+                    notes.append("denied: hidden from tools/list")
+                if proxy.pinning is not None and proxy.pinning.refused(tool.name):
+                    notes.append("definition changed since pinned: hidden and blocked")
+                print(tool.name + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
             return 0
         if listen is None:
             await proxy.serve_stdio()
         else:
             logging.getLogger("otelhooks.mcp.proxy").info(
-                "serving on http://%s:%d/mcp", listen[0], listen[1]
+                "serving on http://%s:%d/mcp (%s)", listen[0], listen[1], proxy.describe_auth()
             )
             await proxy.serve_http(*listen)
         return 0
@@ -172,7 +177,7 @@ def _open_log(path: str | None) -> TextIO:
 
 
 def _configure_logging(out: TextIO, fmt: str, level: str, redactor: Any) -> None:
-    from .demo import configure_structlog
+    from ..demo import configure_structlog
 
     configure_structlog(fmt, redactor, file=out)
     handler = logging.StreamHandler(out)

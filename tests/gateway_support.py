@@ -1,0 +1,168 @@
+"""For the gateway tests: an OAuth issuer's JWKS served on loopback with tokens minted by PyJWT,
+and the proxy served over Streamable HTTP in the test's own event loop (real TCP, real SDK
+client), so its spans land in the test's in-memory exporter."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+from cryptography.hazmat.primitives.asymmetric import rsa
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from otelhooks.integrations.mcp.policy import parse_policy
+from otelhooks.integrations.mcp.proxy import MCPProxy
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Issuer:
+    """An OAuth authorization server, as far as a resource server sees one: its JWKS URL and
+    the tokens it signs."""
+
+    url: str
+    jwks_url: str
+    key: rsa.RSAPrivateKey
+    kid: str = "key-1"
+
+    def token(
+        self,
+        subject: str,
+        *,
+        audience: str,
+        scopes: Sequence[str] = ("mcp",),
+        groups: Sequence[str] = (),
+        lifetime: float = 300,
+        issuer: str | None = None,
+        key: rsa.RSAPrivateKey | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> str:
+        now = int(time.time())
+        claims = {
+            "iss": issuer or self.url,
+            "sub": subject,
+            "aud": audience,
+            "iat": now,
+            "exp": now + int(lifetime),
+            "scope": " ".join(scopes),
+            "groups": list(groups),
+            "client_id": f"{subject}-laptop",
+            **(extra or {}),
+        }
+        return jwt.encode(claims, key or self.key, algorithm="RS256", headers={"kid": self.kid})
+
+
+@contextlib.contextmanager
+def issuer() -> Iterator[Issuer]:
+    """A JWKS endpoint on loopback for a fresh RSA key."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    body = json.dumps({"keys": [{**public, "kid": "key-1", "use": "sig", "alg": "RS256"}]})
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            data = body.encode()
+            self.send_response(200 if self.path == "/jwks.json" else 404)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        yield Issuer(url=url, jwks_url=f"{url}/jwks.json", key=key)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class Gateway:
+    url: str  # the MCP endpoint
+    base: str  # scheme://host:port
+    proxy: MCPProxy
+
+
+@contextlib.asynccontextmanager
+async def gateway(policy_text: str, tmp_path: Path, **proxy_options: Any) -> AsyncIterator[Gateway]:
+    """The proxy over Streamable HTTP on a free loopback port, in this event loop."""
+    import uvicorn
+
+    port = free_port()
+    policy = parse_policy(policy_text, str(tmp_path / "gateway.toml"), base=tmp_path)
+    proxy = MCPProxy(policy, **proxy_options)
+    await proxy.start()
+    app = proxy.http_app("127.0.0.1", port)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        for _ in range(200):
+            if server.started:
+                break
+            await asyncio.sleep(0.02)
+        base = f"http://127.0.0.1:{port}"
+        yield Gateway(f"{base}/mcp", base, proxy)
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+        await proxy.close()
+
+
+@contextlib.asynccontextmanager
+async def host(url: str, token: str | None = None, **client_options: Any) -> AsyncIterator[Client]:
+    """The official client over Streamable HTTP, with a bearer token when given."""
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http), **client_options) as client,
+    ):
+        yield client
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw-http", "version": "1"},
+    },
+}
+MCP_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+async def raw_post(
+    url: str, token: str | None = None, headers: Mapping[str, str] | None = None
+) -> httpx.Response:
+    """An ``initialize`` POST as any HTTP client sends it: to see the HTTP answer itself."""
+    sent = {**MCP_HEADERS, **(headers or {})}
+    if token:
+        sent["authorization"] = f"Bearer {token}"
+    async with httpx.AsyncClient(timeout=10) as client:
+        return await client.post(url, json=INITIALIZE, headers=sent)
