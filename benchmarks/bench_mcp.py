@@ -26,6 +26,19 @@ def run(report: Report, quick: bool) -> None:
     ratio = proxy["proxy_over_direct"]
     verdict = "✓" if ratio <= 1.10 else "missed"
     report.row("proxy / direct", f"{ratio:.2f}×", f"target ≤ 1.10× {verdict}")
+    gateway = results["gateway"]
+    report.row(
+        "client -> gateway (HTTP, token, audit) -> server", f"{gateway['gateway_us']:.0f} µs/call"
+    )
+    report.row(
+        "client -> proxy (HTTP, no auth) -> server", f"{gateway['http_proxy_us']:.0f} µs/call"
+    )
+    report.row(
+        "gateway: added per call over direct",
+        f"{gateway['gateway_added_us']:.0f} µs",
+        f"{gateway['gateway_over_direct']:.2f}× direct; "
+        f"{gateway['gateway_over_http_proxy']:.2f}× the HTTP proxy without auth and audit",
+    )
     report.row("mcp.Client.call_tool", f"{adapter['client_us']:.0f} µs/call")
     report.row(
         "MCPServerTools tool, tracing off (added)",

@@ -3,7 +3,11 @@
 1. The proxy: the official ``mcp`` client calling ``get_current_time`` through
    ``otelhooks mcp proxy`` (default policy: redaction on, spans recorded) against the same client
    calling the same server directly. Both connections stay open; the sides take turns in rounds.
-2. The client adapter: ``MCPServerTools`` as an otelhooks tool (arguments checked against the
+2. The gateway: the same client over Streamable HTTP, with a bearer token, through
+   ``otelhooks mcp proxy --listen`` with authentication (a token file) and the audit log on
+   (each line flushed and fsynced), against the direct call; and the same listener without
+   authentication or audit, to tell the transport from the gateway's own work.
+3. The client adapter: ``MCPServerTools`` as an otelhooks tool (arguments checked against the
    input schema, result mapped, spans, redaction) against ``mcp.Client.call_tool`` on one
    connection to the same server.
 
@@ -14,11 +18,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
+import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +93,84 @@ async def proxy_overhead(n: int, repeats: int) -> dict[str, Any]:
     }
 
 
+@contextlib.asynccontextmanager
+async def listening(policy: str, port: int) -> AsyncIterator[None]:
+    """``otelhooks mcp proxy --listen`` in a process of its own, until the block ends."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "policy.toml"
+        path.write_text(policy.replace("{tmp}", tmp))
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "otelhooks", "mcp", "proxy", "--log-level", "WARNING",
+             "--policy", str(path), "--listen", f"127.0.0.1:{port}"],
+            cwd=ROOT, env={**os.environ, "OTEL_TRACES_EXPORTER": "none", "XDG_STATE_HOME": tmp},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            for _ in range(300):
+                with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
+                    break
+                await asyncio.sleep(0.05)
+            yield
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def gateway_overhead(n: int, repeats: int) -> dict[str, Any]:
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from otelhooks.integrations.mcp.auth import add_token
+
+    upstream = f'[[upstream]]\nname = "time"\ncommand = {json.dumps(TIME_SERVER)}\n'
+    gateway_port, open_port = free_port(), free_port()
+    with tempfile.TemporaryDirectory() as tokens_dir:
+        tokens = Path(tokens_dir) / "tokens.toml"
+        token = add_token(tokens, "bench", scopes=["mcp"])
+        secured = upstream + (
+            f'[auth]\ntokens = "{tokens}"\n[audit]\nfile = "{{tmp}}/audit.jsonl"\n'
+        )
+        direct_params = StdioServerParameters(command=TIME_SERVER[0], args=TIME_SERVER[1:])
+        async with (
+            listening(secured, gateway_port),
+            listening(upstream, open_port),
+            Client(direct_params) as direct,
+            create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+            Client(
+                streamable_http_client(f"http://127.0.0.1:{gateway_port}/mcp", http_client=http)
+            ) as gateway,
+            Client(f"http://127.0.0.1:{open_port}/mcp") as plain_http,
+        ):
+
+            async def call_direct() -> Any:
+                return await direct.call_tool("get_current_time", ARGS)
+
+            async def call_gateway() -> Any:
+                return await gateway.call_tool("get_current_time", ARGS)
+
+            async def call_http() -> Any:
+                return await plain_http.call_tool("get_current_time", ARGS)
+
+            sides = {"direct": call_direct, "gateway": call_gateway, "http": call_http}
+            samples = await rounds(sides, n, repeats)
+    return {
+        "direct_us": statistics.median(samples["direct"]),
+        "gateway_us": statistics.median(samples["gateway"]),
+        "http_proxy_us": statistics.median(samples["http"]),
+        "gateway_added_us": statistics.median(
+            g - d for g, d in zip(samples["gateway"], samples["direct"], strict=True)
+        ),
+        "gateway_over_direct": paired(samples, "gateway", "direct"),
+        "gateway_over_http_proxy": paired(samples, "gateway", "http"),
+    }
+
+
 async def adapter_cost(n: int, repeats: int) -> dict[str, Any]:
     tracing = in_memory_tracing()
     async with MCPServerTools(TIME_SERVER) as server:
@@ -135,6 +222,7 @@ def main() -> None:
     n, repeats = (50, 3) if args.quick else (300, 11)
     results = {
         "proxy": asyncio.run(proxy_overhead(n, repeats)),
+        "gateway": asyncio.run(gateway_overhead(n, repeats)),
         "adapter": asyncio.run(adapter_cost(n, repeats)),
         "calls_per_round": n,
         "rounds": repeats,
