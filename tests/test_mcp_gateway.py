@@ -13,6 +13,7 @@ from typing import Any
 
 import mcp.types as mcp_types
 import pytest
+import structlog
 
 from otelhooks.builtin.audit import verify_audit_log
 from otelhooks.telemetry.testing import InMemoryTracing
@@ -149,6 +150,8 @@ async def test_each_identity_sees_and_calls_what_its_rule_allows_and_every_call_
     bob = jwks.token("bob", audience=RESOURCE)
     carol = jwks.token("carol", audience=RESOURCE)
     convert = {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"}
+    events = structlog.testing.LogCapture()
+    structlog.configure(processors=[structlog.contextvars.merge_contextvars, events])
     async with gateway(
         jwt_policy(jwks, tmp_path), tmp_path, tracer_provider=otelhooks_tracing.provider
     ) as gw:
@@ -171,6 +174,10 @@ async def test_each_identity_sees_and_calls_what_its_rule_allows_and_every_call_
     assert not fine.is_error
     assert stranger.is_error and "matches no identity rule" in text_of(stranger)
 
+    structlog.reset_defaults()
+    completed = [e for e in events.entries if str(e["event"]).startswith("tool_call.")]
+    assert len(completed) == 4
+    assert all(len(e["user_hash"]) == 16 and "user_id" not in e for e in completed)
     lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert [(e["identity"], e["tool"], e["decision"], e["outcome"]) for e in lines] == [
         ("alice", "convert_time", "allow", "ok"),
