@@ -22,7 +22,7 @@ from .mcp_support import everything_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
 
 def upstream() -> StdioServerParameters:
