@@ -116,12 +116,17 @@ class Collector:
         timeout: float = 30.0,
         settle: Callable[[], None] | None = None,
     ) -> list[dict[str, Any]]:
+        """At least ``count`` traces of ``service``, once their spans stopped arriving (two polls
+        in a row see the same spans: Jaeger writes a trace's batches one after another)."""
         deadline = time.monotonic() + timeout
         traces: list[dict[str, Any]] = []
+        seen: list[int] | None = None
         while time.monotonic() < deadline:
             traces = self.traces(service)
-            if len(traces) >= count:
+            spans = sorted(len(t.get("spans") or []) for t in traces)
+            if len(traces) >= count and spans == seen:
                 return traces
+            seen = spans if len(traces) >= count else None
             time.sleep(0.25)
         raise AssertionError(
             f"Jaeger has {len(traces)} traces of {service!r}, expected {count}; log: "
@@ -153,6 +158,9 @@ def run_collector(
         "GATEWAY_OTLP_HTTP_PORT": str(ports["otlp_http"]),
         "GATEWAY_HEALTH_PORT": str(ports["health"]),
         "GATEWAY_METRICS_PORT": str(ports["metrics"]),
+        # As scripts/run-jaeger.sh: Jaeger's own tracing off, and never to the default 4317.
+        "OTEL_TRACES_SAMPLER": "always_off",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{ports['otlp_grpc']}",
         **(extra_env or {}),
     }
     log_path = tmp_path / f"{config.stem}-{ports['health']}.log"

@@ -27,7 +27,7 @@ def test_allowed_case_transcript_has_the_seed_shape() -> None:
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line]
     start = lines.index("[user]")
-    assert lines[start : start + 17] == [
+    assert lines[start : start + 18] == [
         "[user]",
         "Repeat after me: hi",
         "message_start",
@@ -44,9 +44,10 @@ def test_allowed_case_transcript_has_the_seed_shape() -> None:
         "[assistant]",
         "content: The tool result is: checked: hi",
         "stopReason: stop",
-        "[spans]",
+        "[span trees]",
+        "allowed",
     ]
-    tree = lines[start + 17 :]
+    tree = lines[start + 18 :]
     assert tree[0].startswith("invoke_agent demo-allowed")
     assert [t.split()[0] for t in tree[2:6]] == ["execute_tool", "before", "run", "after"]
     assert "tool_call.completed" in done.stderr  # the structlog event
@@ -72,9 +73,15 @@ def test_console_exporter_prints_spans_with_the_scrub_record() -> None:
     assert done.returncode == 0, done.stderr
     assert FAKE_API_KEY not in done.stdout + done.stderr
     assert "OPENAI_API_KEY=[REDACTED:openai_api_key]" in done.stdout
-    exported = done.stdout.split("[exported spans: OpenTelemetry console exporter]", 1)[1]
+    exported = done.stdout.split("[exported spans: the OpenTelemetry console exporter]", 1)[1]
     assert '"name": "execute_tool environment"' in exported
     assert '"otelhooks.redacted.paths"' in exported
+    # The last screen is what a person reads: the trees, a summary, and how to see one alone.
+    ending = exported.split("[span trees]", 1)[1]
+    assert "{" not in ending.split("[summary]", 1)[1]
+    assert "execute_tool environment" in ending and "redacted=result" in ending
+    assert "  redaction  1 ran" in ending
+    assert done.stdout.rstrip().endswith("Only the exported spans: otelhooks demo --no-tree.")
 
 
 def test_json_transcript_parses() -> None:

@@ -669,3 +669,22 @@ async def test_tool_choice_reaches_each_api(server: ModelServer) -> None:
     assert chat == {"type": "function", "function": {"name": "get_weather"}}
     assert responses == {"type": "function", "name": "get_weather"}
     assert claude == {"type": "tool", "name": "get_weather"}
+
+
+@pytest.mark.parametrize("kind", ["openai-chat", "openai-responses", "anthropic"])
+async def test_without_an_api_key_the_run_says_what_is_missing_and_sends_nothing(
+    server: ModelServer, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    if kind == "anthropic":
+        provider: Any = AnthropicMessages(base_url=server.url, max_retries=0)
+        variable = "ANTHROPIC_API_KEY"
+    else:
+        cls = OpenAIChat if kind == "openai-chat" else OpenAIResponses
+        provider = cls(base_url=f"{server.url}/v1", max_retries=0)
+        variable = "OPENAI_API_KEY"
+    result = await Agent(provider, model="m").run("hello")
+    assert result.stop_reason == "error" and result.final.error_type == "configuration"
+    assert variable in str(result.error_message) and "api_key=" in str(result.error_message)
+    assert server.requests == []

@@ -63,6 +63,7 @@ def test_traces_prints_the_span_trees_stored_in_jaeger(jaeger: Collector) -> Non
     blocked = next(b for b in blocks if "invoke_agent demo-blocked" in b)
     lines = blocked.splitlines()
     assert lines[0].startswith("trace ") and service in lines[0]
+    assert lines[1].endswith("[finish=stop]")  # an array attribute read back as the list it was
     tool = next(i for i, line in enumerate(lines) if "execute_tool dangerous" in line)
     assert "decision=block" in lines[tool] and "by=seed_hooks" in lines[tool]
     assert (
@@ -135,6 +136,28 @@ def test_traces_follow_prints_new_traces_as_they_arrive(jaeger: Collector) -> No
     finally:
         follower.terminate()
         follower.wait(timeout=10)
+
+
+def test_traces_piped_into_head_ends_quietly(jaeger: Collector) -> None:
+    service = f"traces-pipe-{uuid.uuid4().hex[:8]}"
+    send_demo(jaeger, service)
+    jaeger.wait_for_traces(service, 4)
+    piped = subprocess.run(
+        f"{sys.executable} -m otelhooks traces --endpoint {jaeger.query} --service {service} "
+        "--json | head -c 100",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert len(piped.stdout) == 100
+    assert "Traceback" not in piped.stderr and "BrokenPipeError" not in piped.stderr
+
+
+def test_traces_help_is_plain_text() -> None:
+    done = otelhooks("traces", "--help")
+    assert done.returncode == 0 and "``" not in done.stdout and ":mod:" not in done.stdout
+    assert "Read traces back from a Jaeger query API" in " ".join(done.stdout.split())
 
 
 def test_traces_says_clearly_when_jaeger_is_not_there() -> None:

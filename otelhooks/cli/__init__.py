@@ -27,6 +27,19 @@ EXTRAS = {
 PACKAGES = {"mcp_server_time": "mcp-server-time"}
 
 
+def install_hint(extra: str) -> str:
+    """The command that installs an extra where this otelhooks came from: its clone (an
+    editable install from a checkout, otelhooks' only install for now), with this interpreter's
+    pip; else the extra as a requirement."""
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parents[2]
+    pip = f"{sys.executable} -m pip"
+    if (source / "pyproject.toml").is_file() and (source / "otelhooks").is_dir():
+        return f"{pip} install -e '{source}[{extra}]'"
+    return f"{pip} install 'otelhooks[{extra}]'"
+
+
 def missing_extra(exc: ModuleNotFoundError) -> tuple[str, str] | None:
     """The package and the extra that provides the module an ImportError names, if it is one
     of ours."""
@@ -38,10 +51,13 @@ def missing_extra(exc: ModuleNotFoundError) -> tuple[str, str] | None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from ..version import __version__
+
     parser = argparse.ArgumentParser(
         prog="otelhooks",
         description="Agent tool calls as before -> run -> after, traced with OpenTelemetry.",
     )
+    parser.add_argument("--version", action="version", version=f"otelhooks {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         importlib.import_module(f".{name}", __name__).add_parser(sub)
@@ -57,10 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         missing = missing_extra(exc)
         if missing is not None:
             package, extra = missing
-            advice = f"pip install 'otelhooks[{extra}]'"
+            advice = install_hint(extra)
         elif exc.name in PACKAGES:
             package = advice = PACKAGES[exc.name]
-            advice = f"pip install {package}"
+            advice = f"{sys.executable} -m pip install {package}"
         else:
             raise
         print(
@@ -70,6 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `otelhooks traces --json | head`: the reader had enough
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush at exit
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,9 @@
-"""``otelhooks demo``: the seed chapter's cases, traced, with the console, OTLP or no exporter.
+"""``otelhooks demo``: example agents whose tool calls are allowed, blocked, run in parallel and
+redacted (and, with the ``mcp`` extra, MCP server tools), each run traced.
 
-The exporter, endpoint, protocol, timeout and service name come from the flags, else from the
+Output, in order: each case's transcript as it runs; the exported spans (the console exporter's
+JSON, by default); last, what a person reads: each case's span tree and a one-line summary. The
+exporter, endpoint, protocol, timeout and service name come from the flags, else from the
 standard ``OTEL_*`` variables, else the defaults (console; ``otelhooks-demo``). Under
 ``opentelemetry-instrument`` with no ``--exporter`` the demo uses the pipeline it configured.
 """
@@ -22,12 +25,25 @@ if TYPE_CHECKING:
     from .transcript import Transcript
 
 CASE_CHOICES = ("allowed", "blocked", "parallel", "redaction", "mcp", "all")
+CASE_HELP = (
+    "allowed: a tool runs and an after-hook checks its result; blocked: a before-hook stops a "
+    "tool (it never runs); parallel: three tools at once; redaction: a secret in a result is "
+    "redacted; mcp: mcp-server-time's tools (needs the mcp extra and mcp-server-time); all: "
+    "every case but mcp (the default)"
+)
 DEMO_SERVICE_NAME = "otelhooks-demo"
 
 
 def add_parser(sub: Any) -> None:
-    demo = sub.add_parser("demo", help="run the seed chapter's cases, traced")
-    demo.add_argument("--case", choices=CASE_CHOICES, default="all")
+    demo = sub.add_parser(
+        "demo",
+        help="run example agents (allowed, blocked, parallel, redaction) and show their traces",
+        description="Run example agents whose tool calls are allowed, blocked, run in parallel "
+        "and redacted; print each transcript, the exported spans, and last each case's span tree "
+        "with a one-line summary. Only the trees: --exporter none. Only the exported spans: "
+        "--no-tree.",
+    )
+    demo.add_argument("--case", choices=CASE_CHOICES, default="all", help=CASE_HELP)
     demo.add_argument(
         "--exporter",
         choices=("console", "otlp", "none"),
@@ -69,7 +85,9 @@ def add_parser(sub: Any) -> None:
         default="console",
         help="how structlog renders the tool-call events on stderr",
     )
-    demo.add_argument("--no-tree", action="store_true", help="do not print the span trees")
+    demo.add_argument(
+        "--no-tree", action="store_true", help="do not print the span trees and summaries"
+    )
 
 
 def configure_structlog(fmt: str, redactor: Any, file: TextIO | None = None) -> None:
@@ -142,20 +160,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"otelhooks demo: {exc}", file=sys.stderr)
         return 2
     transcript = Transcript(out, json_lines=args.json)
+    trees: dict[str, str] = {}
 
     def after_case(name: str) -> None:
-        if args.no_tree:
-            return
         spans = tree.get_finished_spans()
         tree.clear()
-        if args.json:
-            transcript.note(render_tree(spans), type="span_tree", case=name)
-        else:
-            print(f"\n[spans]\n{render_tree(spans)}\n", file=out, flush=True)
+        trees[name] = render_tree(spans)
 
     names = list(CASES) if args.case == "all" else [args.case]
+    finals: dict[str, RunResult] = {}
     try:
-        asyncio.run(
+        finals = asyncio.run(
             run_cases(
                 names,
                 transcript,
@@ -166,13 +181,67 @@ def run(args: argparse.Namespace) -> int:
             )
         )
     finally:
-        if "console" in kinds and not args.json and not setup.uses_global:
-            print("[exported spans: OpenTelemetry console exporter]", file=out, flush=True)
-        stats = setup.shutdown()
+        console = "console" in kinds and not args.json and not setup.uses_global
+        if console:
+            print("\n[exported spans: the OpenTelemetry console exporter]", file=out, flush=True)
+        stats = setup.shutdown()  # the console exporter writes its JSON now
+    if not args.no_tree:
+        _readable_ending(out, transcript, trees, finals, args.json, console)
     if "otlp" in kinds and not setup.uses_global:
         status = "ok" if stats.lost == 0 else "EXPORT FAILED"
         print(f"traces: {status}: {stats.summary()}", file=sys.stderr, flush=True)
     return 0
+
+
+def _readable_ending(
+    out: TextIO,
+    transcript: Transcript,
+    trees: dict[str, str],
+    finals: dict[str, RunResult],
+    json_lines: bool,
+    after_json: bool,
+) -> None:
+    """Last, what a person reads: each case's span tree and a one-line summary."""
+    if json_lines:
+        for name, text in trees.items():
+            transcript.note(text, type="span_tree", case=name)
+        return
+    print("\n[span trees]", file=out)
+    for name, text in trees.items():
+        print(f"\n{name}\n{text}", file=out)
+    print("\n[summary]", file=out)
+    for name, result in finals.items():
+        print(summary_line(name, result), file=out)
+    if after_json:
+        print(
+            "\nOnly the span trees: otelhooks demo --exporter none. "
+            "Only the exported spans: otelhooks demo --no-tree.",
+            file=out,
+        )
+    out.flush()
+
+
+def summary_line(name: str, result: RunResult) -> str:
+    """One line for a case: what became of its tool calls, and the answer."""
+    from ..core.messages import ToolResult
+
+    outcomes: dict[str, int] = {}
+    for message in result.messages:
+        if isinstance(message, ToolResult):
+            kind = (
+                "blocked"
+                if message.content.startswith("blocked:")
+                else "failed"
+                if message.is_error
+                else "ran"
+            )
+            outcomes[kind] = outcomes.get(kind, 0) + 1
+    calls = ", ".join(f"{count} {kind}" for kind, count in outcomes.items()) or "no tool calls"
+    text = " ".join(result.text.split())  # one line, whatever the answer holds
+    answer = text if len(text) <= 70 else text[:67] + "..."
+    if result.stop_reason == "error":
+        answer = f"error: {result.error_message}"
+    return f"  {name:<10} {calls:<22} {answer}"
 
 
 async def run_cases(

@@ -1,7 +1,7 @@
 """The demo's ``mcp`` case: a scripted agent calls the tools of ``mcp-server-time`` (the
 reference MCP server from PyPI) through before -> run -> after, with the demo's hooks.
 
-Needs ``pip install 'otelhooks[mcp]' mcp-server-time``.
+Needs the ``mcp`` extra and ``mcp-server-time`` (both in the ``dev`` extra).
 """
 
 from __future__ import annotations

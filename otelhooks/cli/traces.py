@@ -30,7 +30,10 @@ def add_parser(sub: Any) -> None:
     traces = sub.add_parser(
         "traces",
         help="print span trees of traces stored in Jaeger",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description="Read traces back from a Jaeger query API and print their span trees (the "
+        "demo's picture), for any service that sent traces to that Jaeger. Filter by service, "
+        "operation, tags (otelhooks.decision=block, error=true), time window and count; "
+        "--follow prints traces as they arrive, --json one JSON object per trace.",
     )
     traces.add_argument(
         "--endpoint",

@@ -1,5 +1,5 @@
 """LangChain and LangGraph tools and the hook boundary, both ways
-(``pip install 'otelhooks[langchain]'``).
+(the ``langchain`` extra).
 
 * :func:`from_langchain` makes any LangChain ``BaseTool`` an otelhooks tool: its argument schema
   (arguments it does not name are refused), run with ``ainvoke``.

@@ -1,5 +1,5 @@
 """The OpenAI Agents SDK's function tools through the hook boundary
-(``pip install 'otelhooks[openai-agents]'``).
+(the ``openai-agents`` extra).
 
 ::
 

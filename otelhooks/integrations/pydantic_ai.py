@@ -1,4 +1,4 @@
-"""Pydantic AI's tool calls through the hook boundary (``pip install 'otelhooks[pydantic-ai]'``).
+"""Pydantic AI's tool calls through the hook boundary (the ``pydantic-ai`` extra).
 
 ::
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import contextvars
 import json
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -44,6 +45,7 @@ class SDKProvider:
     request."""
 
     provider_name: str
+    missing: str | None = None  # what keeps the provider from working (no key): said per run
 
     def _connect(
         self,
@@ -57,6 +59,32 @@ class SDKProvider:
         if provider_name:
             self.provider_name = provider_name
         self.extra_body = dict(extra_body or {})
+
+
+def missing_key(given: str | None, variables: Sequence[str], provider: str) -> str | None:
+    """What to say when no API key was given or set (``None`` when one was)."""
+    if given or any(os.environ.get(name) for name in variables):
+        return None
+    names = " or ".join(variables)
+    return f"no {provider} API key: set {names}, or pass api_key= (a local server takes any string)"
+
+
+def unusable(provider: SDKProvider, model: str) -> AssistantMessage | None:
+    """The turn's message when the provider cannot work at all (no key): an error that says
+    what is missing, before any request."""
+    if provider.missing is None:
+        return None
+    return AssistantMessage(
+        "",
+        (),
+        "error",
+        model,
+        None,
+        provider.missing,
+        provider=provider.provider_name,
+        error_type="configuration",
+        finish_reason="error",
+    )
 
 
 class Attempts:

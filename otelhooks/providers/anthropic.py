@@ -1,4 +1,4 @@
-"""Claude models on the official ``anthropic`` SDK (``pip install 'otelhooks[anthropic]'``).
+"""Claude models on the official ``anthropic`` SDK (the ``anthropic`` extra).
 
 :class:`AnthropicMessages` speaks the Messages API, streaming through the SDK's message stream:
 text as it comes, each ``tool_use`` block as a tool call once its input is complete (parallel
@@ -35,7 +35,14 @@ from ..core.messages import (
     UserMessage,
 )
 from ..core.provider import Done, ProviderRequest, StreamEvent, TextChunk, ToolCallChunk
-from ._common import Attempts, SDKProvider, counting_client, error_message
+from ._common import (
+    Attempts,
+    SDKProvider,
+    counting_client,
+    error_message,
+    missing_key,
+    unusable,
+)
 
 PROVIDER: Final = "anthropic"
 DEFAULT_MAX_TOKENS: Final = 4096
@@ -141,6 +148,10 @@ class AnthropicMessages(SDKProvider):
         thinking: Mapping[str, Any] | None = None,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
+        if client is None:
+            self.missing = missing_key(
+                api_key, ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"), "Anthropic"
+            )
         self._connect(
             client,
             None,
@@ -210,6 +221,9 @@ class AnthropicMessages(SDKProvider):
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         """One streamed message as stream events (see the module's documentation)."""
+        if (cannot := unusable(self, request.model)) is not None:
+            yield Done(cannot)
+            return
         text: list[str] = []
         final: Any = None
         with Attempts():

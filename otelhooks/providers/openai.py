@@ -1,4 +1,4 @@
-"""OpenAI models on the official ``openai`` SDK (``pip install 'otelhooks[openai]'``).
+"""OpenAI models on the official ``openai`` SDK (the ``openai`` extra).
 
 :class:`OpenAIChat` speaks the Chat Completions API, which every OpenAI-compatible server also
 speaks (vLLM, Ollama, llama.cpp's server, LM Studio: give their ``base_url``);
@@ -45,10 +45,13 @@ from ._common import (
     counting_client,
     decode_arguments,
     error_message,
+    missing_key,
+    unusable,
     wrapped,
 )
 
 DEFAULT_TIMEOUT: Final = 120.0
+_UNSET_KEY: Final = "no-key-set"  # lets the client be made; no request is sent with it
 PROVIDER: Final = "openai"
 
 _CHAT_FINISH: Final = {
@@ -82,6 +85,8 @@ class _OpenAIBase(SDKProvider):
     provider_name: str = PROVIDER
 
     def __init__(self, client: AsyncOpenAI | None, options: OpenAIOptions) -> None:
+        if client is None:
+            self.missing = missing_key(options.get("api_key"), ("OPENAI_API_KEY",), "OpenAI")
         self._connect(
             client,
             options.get("provider_name"),
@@ -89,7 +94,7 @@ class _OpenAIBase(SDKProvider):
             lambda: counting_client(
                 AsyncOpenAI,
                 openai.DefaultAsyncHttpxClient,
-                api_key=options.get("api_key"),
+                api_key=options.get("api_key") or (_UNSET_KEY if self.missing else None),
                 base_url=options.get("base_url"),
                 timeout=options.get("timeout", DEFAULT_TIMEOUT),
                 max_retries=options.get("max_retries", 2),
@@ -260,6 +265,9 @@ class OpenAIChat(_OpenAIBase):
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         """One streamed chat completion as stream events (see the module's documentation)."""
+        if (cannot := unusable(self, request.model)) is not None:
+            yield Done(cannot)
+            return
         text: list[str] = []
         refusal: list[str] = []
         calls: dict[int, _PartialCall] = {}
@@ -473,6 +481,9 @@ class OpenAIResponses(_OpenAIBase):
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamEvent]:
         """One streamed response as stream events (see the module's documentation)."""
+        if (cannot := unusable(self, request.model)) is not None:
+            yield Done(cannot)
+            return
         text: list[str] = []
         final: Any = None
         failure: str | None = None

@@ -105,7 +105,7 @@ def parse_trace(data: Mapping[str, Any]) -> Trace:
     processes = data.get("processes") or {}
     spans = []
     for raw in data.get("spans") or []:
-        attributes = {t["key"]: t.get("value") for t in raw.get("tags") or []}
+        attributes = {t["key"]: _tag_value(t) for t in raw.get("tags") or []}
         events = []
         for log in raw.get("logs") or []:
             fields = {f["key"]: f.get("value") for f in log.get("fields") or []}
@@ -135,6 +135,20 @@ def parse_trace(data: Mapping[str, Any]) -> Trace:
             )
         )
     return Trace(str(data.get("traceID", "")), tuple(spans))
+
+
+def _tag_value(tag: Mapping[str, Any]) -> Any:
+    """A tag's value as the span had it: Jaeger keeps an array attribute as its JSON text
+    (``'["stop"]'``), which is read back as the list it was."""
+    value = tag.get("value")
+    if isinstance(value, str) and value.startswith("[") and value.endswith("]"):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return value
+        if isinstance(parsed, list) and all(not isinstance(v, (list, dict)) for v in parsed):
+            return parsed
+    return value
 
 
 def parse_tags(items: Sequence[str]) -> dict[str, str]:

@@ -1,8 +1,8 @@
 """Tracing set-up: console, OTLP (HTTP or gRPC) or in-memory, configured the standard way, with a
 bounded shutdown and every lost span counted.
 
-This is the one module of the package that needs ``opentelemetry-sdk`` (``pip install
-otelhooks[sdk]``). It returns the provider instead of hiding it; pass ``setup.provider`` to the
+This is the one module of the package that needs ``opentelemetry-sdk`` (the ``sdk``
+extra). It returns the provider instead of hiding it; pass ``setup.provider`` to the
 runtime. It sets the global provider only when asked, and never silently replaces one.
 
 Configuration follows the OpenTelemetry SDK's precedence: an explicit argument, else the standard

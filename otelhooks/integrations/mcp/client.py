@@ -1,4 +1,4 @@
-"""An MCP server's tools through the hook boundary (``pip install 'otelhooks[mcp]'``).
+"""An MCP server's tools through the hook boundary (the ``mcp`` extra).
 
 ::
 
