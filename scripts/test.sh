@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: creates .venv, installs the package with its dev
 # extras (the MCP servers from PyPI the tests drive and the documentation tools included), builds
-# (or reuses) the pinned Jaeger binary, installs (or reuses) the pinned npm MCP servers, then runs
+# (or reuses) the pinned Jaeger binary, installs (or reuses) the pinned npm MCP servers, the
+# trace viewer (Arize Phoenix, in an environment of its own) and a headless browser, then runs
 # ruff, mypy, the strict documentation build and pytest (unit, fault-injection and end-to-end
 # tests, every documentation code sample, and a smoke run of the benchmarks).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k loop`.
@@ -23,6 +24,18 @@ if servers="$(bash scripts/install-mcp-servers.sh)"; then
   export OTELHOOKS_MCP_SERVERS_BIN="$servers"
 else
   echo "scripts/test.sh: no npm MCP servers; the tests that drive them will skip (or fail with OTELHOOKS_REQUIRE_NPM_SERVERS=1)" >&2
+fi
+
+if phoenix="$(bash scripts/install-phoenix.sh)"; then
+  export OTELHOOKS_PHOENIX="$phoenix"
+else
+  echo "scripts/test.sh: no Arize Phoenix; the trace-viewer tests will skip (or fail with OTELHOOKS_REQUIRE_UI=1)" >&2
+fi
+
+if browser="$(bash scripts/install-browser.sh)"; then
+  export OTELHOOKS_CHROMIUM="$(sed -n 1p <<<"$browser")" OTELHOOKS_BROWSER_NODE_PATH="$(sed -n 2p <<<"$browser")"
+else
+  echo "scripts/test.sh: no headless browser; the tests that look at the trace viewer will skip (or fail with OTELHOOKS_REQUIRE_UI=1)" >&2
 fi
 
 .venv/bin/ruff check otelhooks tests examples benchmarks

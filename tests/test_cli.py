@@ -148,5 +148,5 @@ def test_mcp_case_without_the_server_says_what_to_install() -> None:
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
         "otelhooks demo: mcp-server-time is not installed; "
-        "install it with: pip install mcp-server-time"
+        f"install it with: {sys.executable} -m pip install mcp-server-time"
     )

@@ -8,6 +8,7 @@ import sys
 import textwrap
 import warnings
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from otelhooks import (
     block,
 )
 from otelhooks.builtin import ToolDenyList
+from otelhooks.cli import install_hint
 from otelhooks.telemetry.testing import InMemoryTracing, in_memory_tracing
 
 
@@ -138,8 +140,10 @@ def test_the_cli_without_the_sdk_says_what_to_install() -> None:
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "otelhooks demo: opentelemetry.sdk is not installed; "
-        "install it with: pip install 'otelhooks[sdk]'"
+        f"install it with: {install_hint('sdk')}"
     ]
+    # from this clone, the hint is the editable install of it
+    assert install_hint("sdk").endswith(f"install -e '{Path(__file__).parents[1]}[sdk]'")
     assert "Traceback" not in done.stderr
 
 

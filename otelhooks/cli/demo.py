@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
@@ -88,6 +89,13 @@ def add_parser(sub: Any) -> None:
     demo.add_argument(
         "--no-tree", action="store_true", help="do not print the span trees and summaries"
     )
+    demo.add_argument(
+        "--ui",
+        action="store_true",
+        help="send the traces, with their content, to Arize Phoenix on this machine (the one "
+        "running at --ui-port, else one started for the run; see otelhooks ui) and print where",
+    )
+    demo.add_argument("--ui-port", type=int, default=6006, help="the viewer's port (default 6006)")
 
 
 def configure_structlog(fmt: str, redactor: Any, file: TextIO | None = None) -> None:
@@ -123,6 +131,40 @@ def quiet_exporter_logs() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.ui:
+        return run_demo(args)
+    from ..telemetry.attributes import CAPTURE_CONTENT_ENV
+    from . import ui
+
+    if args.exporter not in (None, "otlp") or args.otlp_endpoint or args.otlp_protocol:
+        print(
+            "otelhooks demo: --ui sends to the viewer over OTLP/HTTP; leave out --exporter, "
+            "--otlp-endpoint and --otlp-protocol",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        with ui.viewer_for(args, args.ui_port) as viewer:
+            if viewer.process is not None:
+                ui.announce_started(viewer)
+            # the viewer shows what the calls did: content on the spans (redacted, as always)
+            os.environ.setdefault(CAPTURE_CONTENT_ENV, "SPAN_ONLY")
+            args.exporter, args.otlp_endpoint, args.otlp_protocol = "otlp", viewer.url, None
+            status = run_demo(args, openinference=True)
+            service = args.service_name or os.environ.get("OTEL_SERVICE_NAME") or DEMO_SERVICE_NAME
+            print(f"\nThe traces in Phoenix: {viewer.project_url(service)}", flush=True)
+            if viewer.process is None:
+                return status
+            print("Phoenix keeps running for you to look; Ctrl-C stops it.", flush=True)
+            ui.wait_for_interrupt(viewer)
+            return status
+    except ui.ViewerError as exc:
+        print(f"otelhooks demo: {exc}", file=sys.stderr)
+        return 2
+
+
+def run_demo(args: argparse.Namespace, *, openinference: bool | None = None) -> int:
+    """The demo itself, to the exporter the arguments name."""
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -155,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
             batch_options={"schedule_delay_millis": 600_000} if "console" in kinds else None,
             console_out=sys.stderr if args.json else out,
             metrics=args.metrics,
+            openinference=openinference,
         )
     except ConfigurationError as exc:
         print(f"otelhooks demo: {exc}", file=sys.stderr)

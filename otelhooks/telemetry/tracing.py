@@ -58,6 +58,7 @@ from .environment import (
     otlp_protocol_from_env,
     sdk_disabled,
 )
+from .openinference import OpenInferenceExporter, enabled_by_env
 
 ExporterKind = Literal["console", "otlp", "memory", "none"]
 
@@ -351,6 +352,7 @@ def setup_tracing(
     set_global: bool = False,
     use_global: bool = True,
     metrics: str | Any = None,
+    openinference: bool | None = None,
 ) -> TracingSetup:
     """Build a :class:`TracerProvider` that exports tool spans.
 
@@ -365,6 +367,9 @@ def setup_tracing(
     ``metrics`` (``"console"``, ``"otlp"``, ``"none"`` or an SDK ``MetricExporter``; default
     ``OTEL_METRICS_EXPORTER``, else none) adds a meter provider, ``setup.meter_provider``, with
     the same resource and OTLP endpoint; with ``set_global`` it becomes the global one too.
+    ``openinference`` (default: ``OTELHOOKS_OPENINFERENCE``) makes the OTLP exporter send what
+    an OpenInference viewer such as Arize Phoenix reads (see
+    :mod:`otelhooks.telemetry.openinference`; ``otelhooks ui`` starts one).
 
     With ``OTEL_SDK_DISABLED=true`` the provider records nothing. When ``use_global`` and a
     global SDK provider exists and no exporter was asked for, that provider is used (see the
@@ -407,6 +412,8 @@ def setup_tracing(
             destinations.append("the console")
         elif kind == "otlp":
             otlp, where = make_otlp_exporter(otlp_endpoint, otlp_protocol, export_timeout)
+            if openinference or (openinference is None and enabled_by_env()):
+                otlp, where = OpenInferenceExporter(otlp), f"{where}, for an OpenInference viewer"
             inners.append(otlp)
             destinations.append(where)
         elif kind == "memory":

@@ -1,0 +1,291 @@
+"""``otelhooks ui``: a trace viewer on this machine, without Docker: Arize Phoenix, on loopback.
+
+::
+
+    otelhooks ui --install          # once: Phoenix in an environment of its own (~850 MB)
+    otelhooks ui                    # http://127.0.0.1:6006; Ctrl-C stops it
+    otelhooks demo --ui             # the demo's traces into it
+
+Phoenix needs ``anthropic<2``, which otelhooks' ``anthropic`` extra cannot share, so it lives in an
+environment of its own (``$XDG_CACHE_HOME/otelhooks/phoenix-<version>``) unless it is already in
+this one (the ``ui`` extra, in an environment without the ``anthropic`` extra) or named with
+``--phoenix``/``OTELHOOKS_PHOENIX``. It listens on 127.0.0.1 only, its OTLP/gRPC receiver on a
+port of its own (4317 stays free for a Jaeger or a collector), with its usage telemetry off; its
+own log goes to a file beside its data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+PHOENIX_VERSION = "20.26.1"
+DEFAULT_PORT = 6006
+ENV = "OTELHOOKS_PHOENIX"
+
+
+def add_parser(sub: Any) -> None:
+    ui = sub.add_parser(
+        "ui",
+        help="a trace viewer (Arize Phoenix) on this machine, without Docker",
+        description="Start Arize Phoenix on 127.0.0.1, print its URL and the OTLP endpoint to "
+        "send traces to, and stop it on Ctrl-C. otelhooks demo --ui runs the demo into it.",
+    )
+    ui.add_argument("--port", type=int, default=DEFAULT_PORT, help="its port (default 6006)")
+    ui.add_argument("--data", help="where it keeps its traces (default: a folder of your user's)")
+    ui.add_argument(
+        "--install",
+        action="store_true",
+        help=f"install arize-phoenix {PHOENIX_VERSION} in an environment of its own first",
+    )
+    ui.add_argument("--phoenix", help=f"the phoenix program to run (default: {ENV}, or found)")
+
+
+def data_home() -> Path:
+    """Where the viewer keeps its traces by default: ``$XDG_DATA_HOME/otelhooks/phoenix``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "otelhooks" / "phoenix"
+
+
+def managed_env() -> Path:
+    """The environment ``--install`` makes: ``$XDG_CACHE_HOME/otelhooks/phoenix-<version>``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "otelhooks" / f"phoenix-{PHOENIX_VERSION}"
+
+
+def find_phoenix(given: str | None = None) -> Path | None:
+    """The ``phoenix`` program: given, ``OTELHOOKS_PHOENIX``, this environment's, or the one
+    ``--install`` made."""
+    for candidate in (
+        given,
+        os.environ.get(ENV),
+        str(Path(sys.executable).parent / "phoenix"),
+        str(managed_env() / "bin" / "phoenix"),
+    ):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return Path(candidate)
+    return None
+
+
+def install() -> Path:
+    """Make the environment of its own and install Phoenix in it; returns its program."""
+    env = managed_env()
+    print(f"otelhooks ui: installing arize-phoenix {PHOENIX_VERSION} into {env}", file=sys.stderr)
+    subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
+    pip = [str(env / "bin" / "python"), "-m", "pip", "install", "-q"]
+    subprocess.run([*pip, "--upgrade", "pip"], check=True)
+    subprocess.run([*pip, f"arize-phoenix=={PHOENIX_VERSION}"], check=True)
+    return env / "bin" / "phoenix"
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def answering(url: str) -> bool:
+    """Whether a Phoenix answers at ``url``."""
+    try:
+        with urllib.request.urlopen(f"{url}/healthz", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+@dataclass
+class Viewer:
+    """A Phoenix this command started (or found running)."""
+
+    url: str
+    data: Path | None
+    log: Path | None
+    process: subprocess.Popen[bytes] | None  # None: it was already running
+
+    @property
+    def otlp_endpoint(self) -> str:
+        """The base URL OTLP/HTTP exporters take (``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
+        return self.url
+
+    def project_url(self, name: str, wait: float = 10.0) -> str:
+        """The page of the project a service's traces go to, once the viewer shows it (it
+        takes in spans in the background); its home page if it does not within ``wait`` s."""
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/v1/projects", timeout=5) as answer:
+                    projects = json.load(answer)["data"]
+            except (OSError, ValueError, KeyError):
+                projects = []
+            found = next((p["id"] for p in projects if p.get("name") == name), None)
+            if found:
+                return f"{self.url}/projects/{found}"
+            if time.monotonic() >= deadline:
+                return self.url
+            time.sleep(0.25)
+
+    def stop(self) -> None:
+        """Stop it (when this command started it): Ctrl-C first, then harder."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+
+
+class ViewerError(RuntimeError):
+    """The viewer cannot start; the message is the one line to print."""
+
+
+def start(phoenix: Path, port: int, data: Path, timeout: float = 180.0) -> Viewer:
+    """Start Phoenix on 127.0.0.1:``port`` with its data in ``data``; return once it answers."""
+    if not port_free(port):
+        raise ViewerError(f"port {port} is in use: stop what holds it, or give --port N")
+    data.mkdir(parents=True, exist_ok=True)
+    log = data / "phoenix.log"
+    env = {
+        **os.environ,
+        "PHOENIX_HOST": "127.0.0.1",
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(free_port()),
+        "PHOENIX_WORKING_DIR": str(data),
+        "PHOENIX_TELEMETRY_ENABLED": "false",
+    }
+    for name in [n for n in env if n.startswith("OTEL_")]:  # the viewer is not an agent
+        del env[name]
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            [str(phoenix), "serve"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    viewer = Viewer(f"http://127.0.0.1:{port}", data, log, process)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            raise ViewerError(f"Phoenix exited ({process.returncode}): {' | '.join(tail)}")
+        if answering(viewer.url):
+            return viewer
+        time.sleep(0.25)
+    viewer.stop()
+    raise ViewerError(f"Phoenix did not answer within {timeout:g} s; its log: {log}")
+
+
+@contextlib.contextmanager
+def viewer_for(args: argparse.Namespace, port: int) -> Iterator[Viewer]:
+    """A viewer to send to: the one running at ``port``, or one started for the block."""
+    url = f"http://127.0.0.1:{port}"
+    if answering(url):
+        yield Viewer(url, None, None, None)
+        return
+    phoenix = find_phoenix(getattr(args, "phoenix", None))
+    if phoenix is None:
+        if not getattr(args, "install", False):
+            raise ViewerError(
+                f"Arize Phoenix is not installed: otelhooks ui --install puts arize-phoenix "
+                f"{PHOENIX_VERSION} in an environment of its own ({managed_env()}, about 850 MB;"
+                " it needs anthropic<2, so it cannot share otelhooks' environment)"
+            )
+        phoenix = install()
+    data = Path(args.data) if getattr(args, "data", None) else data_home()
+    viewer = start(phoenix, port, data)
+    try:
+        yield viewer
+    finally:
+        viewer.stop()
+
+
+def announce_started(viewer: Viewer) -> None:
+    """Say where the viewer this command started runs, and where it keeps what it holds."""
+    where = f" (traces in {viewer.data}; its log: {viewer.log})" if viewer.data else ""
+    print(f"Phoenix is running at {viewer.url}{where}", flush=True)
+
+
+def announce(viewer: Viewer) -> None:
+    announce_started(viewer)
+    print("Send traces to it over OTLP/HTTP:", flush=True)
+    print(
+        f"  export OTEL_EXPORTER_OTLP_ENDPOINT={viewer.otlp_endpoint} OTELHOOKS_OPENINFERENCE=true",
+        flush=True,
+    )
+    print("or run the demo into it: otelhooks demo --ui", flush=True)
+
+
+def wait_for_interrupt(viewer: Viewer) -> int:
+    """Serve until Ctrl-C (or SIGTERM); 0 once the viewer stopped cleanly."""
+    stop = {"now": False}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        while not stop["now"]:
+            if viewer.process is not None and viewer.process.poll() is not None:
+                print(f"otelhooks ui: Phoenix stopped on its own; its log: {viewer.log}")
+                return 1
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    print("stopping Phoenix", file=sys.stderr, flush=True)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 < args.port < 65536:
+        print(f"otelhooks ui: --port must be 1 to 65535, not {args.port}", file=sys.stderr)
+        return 2
+    if answering(f"http://127.0.0.1:{args.port}"):
+        print(
+            f"otelhooks ui: a Phoenix already answers at http://127.0.0.1:{args.port}; "
+            "use it, or give --port N for another",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        with viewer_for(args, args.port) as viewer:
+            announce(viewer)
+            print("Ctrl-C stops it.", flush=True)
+            return wait_for_interrupt(viewer)
+    except ViewerError as exc:
+        print(f"otelhooks ui: {exc}", file=sys.stderr)
+        return 2
+    except subprocess.CalledProcessError as exc:
+        print(f"otelhooks ui: the install failed ({exc})", file=sys.stderr)
+        return 1
+
+
+def which_phoenix() -> str | None:
+    """The phoenix program, as a string (for messages)."""
+    found = find_phoenix()
+    return str(found) if found else shutil.which("phoenix")
