@@ -135,17 +135,48 @@ def test_demo_ui_sends_every_span_to_the_service_project(demo_run: dict[str, Any
 DEMO_CASES_SHOWN = ("allowed", "blocked", "parallel", "redaction")
 
 
+def look_at(
+    demo_run: dict[str, Any], tmp_path: Path, case: str, span: str, tab: str, wait_for: str
+) -> dict[str, Any]:
+    """What a person sees on selecting ``span`` in the trace of the demo's ``case``; the
+    screenshot is kept as ``ui-<case>.png``."""
+    shot = tmp_path / f"ui-{case}.png"
+    seen = require_browser().trace_view(
+        url=demo_run["url"],
+        trace=f"invoke_agent demo-{case}",
+        span=span,
+        tab=tab,
+        wait_for=wait_for,
+        screenshot=str(shot),
+    )
+    assert shot.stat().st_size > 10_000
+    keep_screenshot(shot, shot.name)
+    return seen
+
+
+@pytest.mark.ui
+def test_a_person_sees_the_allowed_call_in_its_three_phases(
+    demo_run: dict[str, Any], tmp_path: Path
+) -> None:
+    seen = look_at(demo_run, tmp_path, "allowed", "execute_tool echo", "Info", "checked: hi")
+    assert [(n["level"], n["name"]) for n in seen["tree"]] == [
+        (0, "invoke_agent demo-allowed"),
+        (1, "chat scripted"),
+        (1, "execute_tool echo"),
+        (2, "before"),
+        (2, "run"),
+        (2, "after"),
+        (1, "chat scripted"),
+    ]
+    assert "checked: hi" in seen["detail"]  # the result, as the after-hook left it
+
+
 @pytest.mark.ui
 def test_a_person_sees_the_blocked_call_stop_before_run(
     demo_run: dict[str, Any], tmp_path: Path
 ) -> None:
-    shot = tmp_path / "ui-blocked.png"
-    seen = require_browser().trace_view(
-        url=demo_run["url"],
-        trace="invoke_agent demo-blocked",
-        span="execute_tool dangerous",
-        tab="Attributes",
-        screenshot=str(shot),
+    seen = look_at(
+        demo_run, tmp_path, "blocked", "execute_tool dangerous", "Attributes", BLOCK_REASON
     )
     assert [(n["level"], n["name"]) for n in seen["tree"]] == [
         (0, "invoke_agent demo-blocked"),
@@ -155,26 +186,17 @@ def test_a_person_sees_the_blocked_call_stop_before_run(
         (1, "chat scripted"),
     ]
     assert BLOCK_REASON in seen["detail"]
-    assert shot.stat().st_size > 10_000
-    keep_screenshot(shot, "ui-blocked.png")
 
 
 @pytest.mark.ui
 def test_a_person_sees_the_result_redacted_and_never_the_secret(
     demo_run: dict[str, Any], tmp_path: Path
 ) -> None:
-    shot = tmp_path / "ui-redaction.png"
-    seen = require_browser().trace_view(
-        url=demo_run["url"],
-        trace="invoke_agent demo-redaction",
-        span="execute_tool environment",
-        tab="Info",
-        screenshot=str(shot),
-    )
+    redacted = "[REDACTED:openai_api_key]"
+    seen = look_at(demo_run, tmp_path, "redaction", "execute_tool environment", "Info", redacted)
     assert [n["name"] for n in seen["tree"] if n["level"] == 2] == ["before", "run", "after"]
-    assert "[REDACTED:openai_api_key]" in seen["detail"]
+    assert redacted in seen["detail"]
     assert FAKE_API_KEY not in seen["html"]
-    keep_screenshot(shot, "ui-redaction.png")
 
 
 @pytest.mark.ui

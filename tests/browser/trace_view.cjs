@@ -6,11 +6,26 @@
 //                         "screenshot": "/path/shot.png"}'
 //
 // `url` is a project's page; `trace` the text of the root span to click in its list; `span`
-// (optional) a span to click in the trace's tree; `tab` (optional) a tab of the span's details.
+// (optional) a span to select in the trace's tree; `tab` (optional) a tab of the span's details;
+// `wait_for` (optional) text to wait for in the details (up to 30 s) before reading the page.
 // Needs OTELHOOKS_CHROMIUM (the browser) and OTELHOOKS_BROWSER_NODE_PATH (playwright-core's
 // node_modules), as scripts/install-browser.sh prints them.
 const path = require("node:path");
 const { chromium } = require(path.join(process.env.OTELHOOKS_BROWSER_NODE_PATH, "playwright-core"));
+
+// Click until the tree shows `name` selected (the page may still be settling its first
+// selection, the root span, when the first click lands).
+async function select(page, tree, name) {
+  const deadline = Date.now() + 30000;
+  while (Date.now() < deadline) {
+    await tree.getByText(name, { exact: true }).first().click();
+    await page.waitForTimeout(250);
+    const selected = tree.locator(".span-node-wrap.is-selected").first();
+    const text = (await selected.count()) ? await selected.innerText() : "";
+    if (text.split("\n")[0].trim() === name) return;
+  }
+  throw new Error(`could not select ${name} in the trace tree`);
+}
 
 async function main() {
   const ask = JSON.parse(process.argv[2]);
@@ -26,13 +41,18 @@ async function main() {
     const tree = page.locator('ul[data-testid="trace-tree"]');
     await tree.waitFor();
     if (ask.span) {
-      await tree.getByText(ask.span, { exact: true }).first().click();
+      await select(page, tree, ask.span);
     }
     const dialog = page.getByRole("dialog").first();
     if (ask.tab) {
-      await dialog.getByRole("tab", { name: ask.tab }).first().click();
+      const tab = dialog.getByRole("tab", { name: ask.tab }).first();
+      await tab.click();
+      await dialog.locator('[role="tab"][aria-selected="true"]', { hasText: ask.tab }).first().waitFor();
     }
     await page.waitForLoadState("networkidle");
+    if (ask.wait_for) {
+      await dialog.getByText(ask.wait_for).first().waitFor().catch(() => {});
+    }
     const nodes = await tree.locator(".span-node-wrap").evaluateAll((wraps) =>
       wraps.map((wrap) => ({
         level: Number(wrap.style.getPropertyValue("--trace-tree-nesting-level")),
