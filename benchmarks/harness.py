@@ -138,6 +138,32 @@ def time_per_call(fn: Callable[[], Any], min_time: float = 0.2) -> float:
     return elapsed / n * 1e6
 
 
+def interleaved(
+    fns: dict[str, Callable[[], Any]], rounds: int = 7, min_time: float = 0.05
+) -> dict[str, float]:
+    """Microseconds per call of each of ``fns``: the median over ``rounds`` rounds in which
+    every function runs once in turn, so a slow moment of the machine falls on all of them."""
+    counts = {}
+    for name, fn in fns.items():  # calls per round: about ``min_time`` seconds of each
+        n, elapsed = 1, 0.0
+        while elapsed < min_time / 4:
+            n *= 2
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            elapsed = time.perf_counter() - start
+        counts[name] = max(1, int(n * min_time / elapsed))
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            n = counts[name]
+            start = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[name].append((time.perf_counter() - start) / n * 1e6)
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
 def wall(
     command: list[str],
     cwd: Path | None = None,

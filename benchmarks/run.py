@@ -43,6 +43,7 @@ BENCHMARKS = (
     "startup",
     "peers",
     "mcp",
+    "recall",
 )
 
 

@@ -2,7 +2,8 @@
 # The whole test suite on a fresh machine: creates .venv, installs the package with its dev
 # extras (the MCP servers from PyPI the tests drive and the documentation tools included), builds
 # (or reuses) the pinned Jaeger binary, installs (or reuses) the pinned npm MCP servers, the
-# trace viewer (Arize Phoenix, in an environment of its own) and a headless browser, then runs
+# trace viewer (Arize Phoenix, in an environment of its own), a headless browser and the secret
+# samples of gitleaks' rules (built once from the Go module proxy), then runs
 # ruff, mypy, the strict documentation build and pytest (unit, fault-injection and end-to-end
 # tests, every documentation code sample, and a smoke run of the benchmarks).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k loop`.
@@ -36,6 +37,12 @@ if browser="$(bash scripts/install-browser.sh)"; then
   export OTELHOOKS_CHROMIUM="$(sed -n 1p <<<"$browser")" OTELHOOKS_BROWSER_NODE_PATH="$(sed -n 2p <<<"$browser")"
 else
   echo "scripts/test.sh: no headless browser; the tests that look at the trace viewer will skip (or fail with OTELHOOKS_REQUIRE_UI=1)" >&2
+fi
+
+if corpus="$(PYTHON=.venv/bin/python bash scripts/install-secret-corpus.sh)"; then
+  export OTELHOOKS_SECRET_CORPUS="$corpus"
+else
+  echo "scripts/test.sh: no secret corpus; the recall tests will skip (or fail with OTELHOOKS_REQUIRE_SECRET_CORPUS=1)" >&2
 fi
 
 .venv/bin/ruff check otelhooks tests examples benchmarks

@@ -21,7 +21,7 @@ from otelhooks import (
     ToolRegistry,
     block,
 )
-from otelhooks.builtin import RedactingProcessor, RedactionHook, Redactor, StructlogEvents
+from otelhooks.builtin import RedactionHook, Redactor, StructlogEvents, json_logger
 from otelhooks.telemetry import attributes as A
 from otelhooks.telemetry.testing import in_memory_tracing
 
@@ -177,10 +177,7 @@ def test_property_secrets_in_every_channel_are_removed_before_any_cut(
     redactor = Redactor()
     tracing = in_memory_tracing(redactor=redactor)
     out = io.StringIO()
-    logger = structlog.wrap_logger(
-        structlog.PrintLogger(out),
-        processors=[RedactingProcessor(redactor), structlog.processors.JSONRenderer()],
-    )
+    logger = json_logger(out, redactor)
     registry = ToolRegistry()
 
     @registry.tool

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry
-from otelhooks.builtin import RedactingProcessor, RedactionHook, Redactor, StructlogEvents
+from otelhooks.builtin import RedactionHook, Redactor, StructlogEvents, json_logger
 from otelhooks.builtin.secret_rules import PATTERNS
 from otelhooks.telemetry import attributes as A
 from otelhooks.telemetry.testing import in_memory_tracing
@@ -150,15 +150,11 @@ def test_credentialish_names_need_a_random_looking_value() -> None:
 
 
 def _pipeline(limit: int = 4096) -> tuple[ToolExecutor, Any, io.StringIO]:
-    import structlog
 
     redactor = Redactor()
     tracing = in_memory_tracing(redactor=redactor)
     out = io.StringIO()
-    logger = structlog.wrap_logger(
-        structlog.PrintLogger(out),
-        processors=[RedactingProcessor(redactor), structlog.processors.JSONRenderer()],
-    )
+    logger = json_logger(out, redactor)
     registry = ToolRegistry()
 
     @registry.tool

@@ -11,7 +11,7 @@ from .policy import (
     UrlHostGuard,
 )
 from .redaction import RedactingProcessor, RedactionHook, Redactor, SecretPattern
-from .structlog_events import StructlogEvents, add_trace_context, trace_ids
+from .structlog_events import StructlogEvents, add_trace_context, json_logger, trace_ids
 
 
 def __getattr__(name: str) -> Any:
@@ -37,5 +37,6 @@ __all__ = [
     "ToolDenyList",
     "UrlHostGuard",
     "add_trace_context",
+    "json_logger",
     "trace_ids",
 ]

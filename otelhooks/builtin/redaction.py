@@ -34,13 +34,25 @@ from opentelemetry import trace
 from ..core.hooks import AfterOverride, AfterToolCallContext
 from ..core.messages import ToolResult
 from ..telemetry import attributes as A
+from .secret_context import (
+    CREDENTIAL_WORDS,
+    PROXIMITY_WORDS,
+    STRONG,
+    fold,
+    proximity_spans,
+    proximity_strength,
+    qualifies,
+)
 from .secret_keys import (
     KEY_WORDS,
     Span,
     classify,
+    is_placeholder,
     key_value_spans,
     kubernetes_secret_spans,
     looks_random,
+    public_name,
+    public_tail,
 )
 from .secret_rules import CHECKS, PATTERNS, SecretPattern, luhn_valid
 
@@ -127,6 +139,17 @@ def _b64decode(text: str) -> str | None:
         return None
 
 
+def _b64text(blob: str) -> str | None:
+    """``blob`` decoded from base64 (standard or URL-safe) when the result is printable text."""
+    padded = blob + "=" * (-len(blob) % 4)
+    try:
+        raw = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
+        text = raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    return text if all(c.isprintable() or c in "\t\n\r" for c in text) else None
+
+
 def _basic_credential(text: str) -> bool:
     decoded = _b64decode(text)
     return decoded is not None and ":" in decoded
@@ -138,6 +161,10 @@ _CHECKS: dict[str, Callable[[str], bool]] = {**CHECKS, "basic_auth": _basic_cred
 _ESCAPE: Final = re.compile(r"\\([nrt])")
 _CONTROL: Final = {"n": "\n", "r": "\r", "t": "\t"}
 _LONG: Final = 16  # no token format is shorter
+_MIN_BLOB: Final = 24  # base64 of a 16-character secret and a little more
+_MAX_DECODE: Final = 2  # base64 layers looked through
+# Runs are tried from where they start only (the lookbehind): a run too short fails once.
+_BLOB: Final = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}")
 _DIGITS_AS_ZERO: Final = str.maketrans("123456789", "000000000")
 
 
@@ -167,15 +194,21 @@ def _gates(
     dict[str, tuple[SecretPattern, ...]],
     tuple[SecretPattern, ...],
     frozenset[str],
+    frozenset[str],
+    frozenset[str],
 ]:
     """The order, gates and keyword index of a set of patterns (built once per set): a gate
     for token keywords where a token segment starts, one for token keywords anywhere in a
-    token, and one for ordinary words anywhere in the text."""
+    token, one for ordinary words anywhere in the text, and one for the names of services
+    where a word starts (hundreds of names: a gate that tries them only there stays fast)."""
     key_words = frozenset(KEY_WORDS) if use_defaults else frozenset()
+    near = PROXIMITY_WORDS if use_defaults else {}
+    near_words = frozenset(w for w, strength in near.items() if strength == STRONG)
+    service_words = sorted(w for w, strength in near.items() if strength != STRONG)
     start_words = {k for p in patterns if p.in_token and p.at_start for k in p.keywords if k}
     inner_words = {k for p in patterns if p.in_token and not p.at_start for k in p.keywords if k}
     context_words = {k for p in patterns if not p.in_token for k in p.keywords if k}
-    context_words |= key_words
+    context_words |= key_words | near_words
     # a start keyword is found at a segment start, so only a shorter one it begins with may
     # stand for it (``cfpat-`` is not found by ``pat``); elsewhere any part will do
     start_minimal = sorted(
@@ -202,7 +235,72 @@ def _gates(
         {w: tuple(ps) for w, ps in by_word.items()},
         tuple(p for p in patterns if not any(p.keywords)),
         frozenset(m for m in context_minimal for k in key_words if m in k),
+        frozenset(m for m in context_minimal for k in near_words if m in k),
+        frozenset(service_words),
     )
+
+
+_ALPHA_RUN: Final = re.compile(r"[a-z]+")
+# Everything but letters and digits as a space: ``str.split`` then gives the words of a text.
+_WORDS_APART: Final = str.maketrans(
+    {chr(c): " " for c in range(128) if not chr(c).isalnum()}  # ASCII: the text is folded
+)
+
+
+@functools.lru_cache(maxsize=256)
+def _named_words(words: frozenset[str]) -> re.Pattern[str]:
+    """Where any of ``words`` stands as a word of its own."""
+    return re.compile(r"(?<![a-z0-9])(?:" + _trie_regex(sorted(words)) + r")(?![a-z0-9])")
+
+
+_ID_RUN: Final = re.compile(r"[A-Za-z0-9+/=_.~-]{16,}")
+_ID_PREFIX: Final = re.compile(r"[A-Za-z]+[_-]")
+_PROVIDER_ID: Final = re.compile(
+    r"(?:call|toolu|srvtoolu|fc|tool|chatcmpl|msg|run|resp|item|pyd_ai)_[A-Za-z0-9-]{8,48}"
+)
+_HEXISH: Final = re.compile(r"[0-9a-fA-F-]+")
+
+# Keys whose value is an identifier the model chose.
+_IDENTIFIER_FIELDS = ("tool_name", "call_id", "tool_call_id")
+IDENTIFIER_KEYS: Final = frozenset(
+    {A.GEN_AI_TOOL_NAME, A.GEN_AI_TOOL_CALL_ID, *_IDENTIFIER_FIELDS}
+    | {f"log.{field}" for field in _IDENTIFIER_FIELDS}  # log events mirrored to spans
+)
+
+
+def _generated(part: str) -> bool:
+    return looks_random(part) and _HEXISH.fullmatch(part) is None
+
+
+# A token a service's name may vouch for (tried where a run starts only).
+_CANDIDATE: Final = re.compile(r"(?<![a-z0-9+_~:|=-])[a-z0-9+_~:|=-]{16,}")
+_LABEL: Final = re.compile(r"\[redacted:[a-z0-9_]*\]")
+_NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def _strength_at(text: str, lowered: str, start: int) -> int:
+    """The evidence of the proximity word at ``start``: strong when the word it begins holds a
+    credential word (``apikey``, ``authenticating``), else weak; none inside a word unless a
+    capital starts it there (``DatadogAuthError``)."""
+    if start and lowered[start - 1].isalpha() and not text[start].isupper():
+        return 0
+    if start and (
+        lowered[start - 1] == "/"
+        or (lowered[start - 1] == "." and "." in lowered[start : start + 12])
+    ):
+        return 0  # a host's name or a path (api.example.com, /api/items): where, not what
+    name_start = start
+    while name_start > 0 and text[name_start - 1] in _NAME_CHARS:
+        name_start -= 1
+    name = _NAME.match(text, name_start)
+    if name is not None and public_name(name.group()):
+        return 0  # publicKey, STRIPE_PUBLISHABLE_KEY, key_id: meant to be seen
+    run = _ALPHA_RUN.match(lowered, start)
+    word = run.group() if run is not None else ""
+    if any(w in word for w in CREDENTIAL_WORDS) or word in ("pw", "pwd"):
+        return STRONG
+    return PROXIMITY_WORDS.get(word, 1) if word else 1
 
 
 def _trie_regex(words: Sequence[str]) -> str:
@@ -275,6 +373,8 @@ class Redactor:
     )
     _always: tuple[SecretPattern, ...] = field(init=False, repr=False, default=())
     _key_words: frozenset[str] = field(init=False, repr=False, default=frozenset())
+    _near_words: frozenset[str] = field(init=False, repr=False, default=frozenset())
+    _service_words: frozenset[str] = field(init=False, repr=False, default=frozenset())
     _order: dict[int, int] = field(init=False, repr=False, default_factory=dict)
     _known: dict[int, str] = field(init=False, repr=False, default_factory=dict)
 
@@ -322,6 +422,8 @@ class Redactor:
             self._by_word,
             self._always,
             self._key_words,
+            self._near_words,
+            self._service_words,
         ) = _gates(patterns, self.use_defaults)
 
     # -- the rules ----------------------------------------------------------------------------
@@ -377,36 +479,87 @@ class Redactor:
         """``text`` with secrets replaced (the kinds found are not reported)."""
         return self.redact_text(text)[0]
 
+    def redact_identifier(self, text: str, path: str = "") -> tuple[str, list[str]]:
+        """An identifier the model chose (a tool name, a call id) with secrets replaced: the
+        rules for any text, and any part of it that looks generated and is not an id's usual
+        shape (hex, a UUID, a provider's ``call_...``/``toolu_...``)."""
+        new_text, kinds = self.redact_text(text, path)
+        if not self.enabled or len(new_text) < 16:
+            return new_text, kinds
+        spans: list[Span] = []
+        for match in _ID_RUN.finditer(new_text):
+            run = match.group()
+            if _PROVIDER_ID.fullmatch(run):
+                continue
+            start = match.start()
+            prefix = _ID_PREFIX.match(run)
+            if not _generated(run) and prefix is not None and _generated(run[prefix.end() :]):
+                start += prefix.end()
+            elif not _generated(run):
+                continue
+            spans.append((start, match.end(), "secret"))
+        if not spans:
+            return new_text, kinds
+        replaced, more = _replace(new_text, spans)
+        return replaced, kinds + more
+
     def _remember(self, text: str) -> None:
         known = self._known
         if len(known) >= _KNOWN_MAX:
             known.clear()
         known[id(text)] = text
 
-    def _scan(self, text: str) -> tuple[str, list[str]]:
-        """One pass of every rule over ``text``: the spans to replace, merged, replaced."""
+    def _scan(self, text: str, depth: int = 0) -> tuple[str, list[str]]:
+        """One pass of every rule over ``text``: the spans to replace, merged, replaced.
+        ``depth``: how many base64 layers ``text`` was decoded from."""
         # JSON escapes (\\n, \\t, \\r) become a space and the character: the same length, so
         # spans found in ``work`` are spans of ``text``, and a token after \\n starts a line.
         work = _ESCAPE.sub(_unescape, text) if "\\" in text else text
+        if not work.isascii():
+            work = fold(work)  # look-alike letters as the ASCII ones (same offsets)
         lowered = work.lower()
         spans: list[Span] = []
         key_positions: list[int] = []
+        near_positions: list[tuple[int, int]] = []
         candidates: dict[int, SecretPattern] = {}
         by_word = self._by_word
         found: set[str] = set()
         if self._gate is not None:
-            key_words = self._key_words
+            key_words, near_words = self._key_words, self._near_words
             for match in self._gate.finditer(lowered):
                 word = match.group()
                 if word in key_words:
                     key_positions.append(match.start())
+                if word in near_words:
+                    near_positions.append(
+                        (match.start(), _strength_at(work, lowered, match.start()))
+                    )
                 found.add(word)
+        blobs: list[str] = []
         if len(lowered) >= _LONG and (self._start_gate or self._inner_gate):
             # a secret is one long token: the token gates look at those alone
-            tokens = " ".join([t for t in lowered.split() if len(t) >= _LONG])
+            long_tokens = [t for t in work.split() if len(t) >= _LONG]
+            tokens = " ".join(long_tokens).lower()
             for gate in (self._start_gate, self._inner_gate):
                 if gate is not None and tokens:
                     found.update(gate.findall(tokens))
+            # a service's name is evidence for a token of 16+ characters: look only then
+            if self._service_words and _CANDIDATE.search(tokens) is not None:
+                named = self._service_words.intersection(lowered.translate(_WORDS_APART).split())
+                if named:  # rare: find where
+                    for match in _named_words(frozenset(named)).finditer(lowered):
+                        near_positions.append(
+                            (match.start(), _strength_at(work, lowered, match.start()))
+                        )
+                    near_positions.sort()
+            if depth < _MAX_DECODE:  # base64 of text has both cases (hex, names do not)
+                blobs = [
+                    b
+                    for t in long_tokens
+                    if len(t) >= _MIN_BLOB and not t.islower() and not t.isupper()
+                    for b in _BLOB.findall(t)
+                    if not b.islower() and not b.isupper()
+                ]
         for word in found:
             for pattern in by_word.get(word, ()):
                 candidates[id(pattern)] = pattern
@@ -430,9 +583,40 @@ class Redactor:
                 spans.extend(kubernetes_secret_spans(work))
         if "base64," in lowered:
             spans.extend(self._data_url_spans(work))
+        if near_positions and "[redacted:" in lowered:  # a label's words are no evidence
+            labels = [m.span() for m in _LABEL.finditer(lowered)]
+            near_positions = [
+                (p, strength)
+                for p, strength in near_positions
+                if not any(s <= p < e for s, e in labels)
+            ]
+        if near_positions:  # a known format or key wins over evidence nearby
+            known = list(spans)
+            spans.extend(
+                span
+                for span in proximity_spans(work, lowered, near_positions)
+                if not any(s < span[1] and span[0] < e for s, e, _ in known)
+            )
+        if blobs:
+            spans.extend(self._blob_spans(work, blobs, spans, depth))
         if not spans:
             return text, []
         return _replace(text, spans)
+
+    def _blob_spans(
+        self, text: str, blobs: list[str], spans: list[Span], depth: int
+    ) -> Iterable[Span]:
+        """Of ``blobs`` (base64-looking runs of ``text``, in order), those that decode (standard
+        or URL-safe base64) to text holding a secret."""
+        cursor = 0
+        for blob in blobs:
+            start = text.find(blob, cursor)
+            end = cursor = start + len(blob)
+            if any(s < end and start < e for s, e, _ in spans):
+                continue
+            decoded = _b64text(blob)
+            if decoded is not None and self._scan(decoded, depth + 1)[1]:
+                yield start, end, "encoded_secret"
 
     def _pattern_spans(self, pattern: SecretPattern, text: str, spans: list[Span]) -> None:
         check = pattern.check or _CHECKS.get(pattern.kind)
@@ -447,6 +631,9 @@ class Redactor:
                 continue
             if check is not None and not check(match.group(group)):
                 continue
+            value = match.group(group)
+            if is_placeholder(value) or (value.endswith(">") and "<" in match.group()):
+                continue  # --user "$USER:$PASSWORD", Bearer <token>, -u <user:password>
             spans.append((start, end, pattern.kind))
 
     def _data_url_spans(self, text: str) -> Iterable[Span]:
@@ -464,7 +651,8 @@ class Redactor:
         result = self._walk(value, path, paths, 0)
         return result, paths
 
-    def _walk(self, value: Any, path: str, paths: list[str], depth: int) -> Any:
+    def _walk(self, value: Any, path: str, paths: list[str], depth: int, hint: int = 0) -> Any:
+        """``hint``: the evidence the enclosing mapping gives (see :meth:`_walk_mapping`)."""
         if isinstance(value, str):
             if (
                 value[:1] in _JSON_START
@@ -478,7 +666,7 @@ class Redactor:
                     decoded = None
                 if isinstance(decoded, (dict, list)):
                     before = len(paths)
-                    new = self._walk(decoded, path, paths, depth + 1)
+                    new = self._walk(decoded, path, paths, depth + 1, hint)
                     if len(paths) > before:
                         return json.dumps(new, ensure_ascii=False)
                     self._remember(value)
@@ -491,10 +679,11 @@ class Redactor:
             paths.append(path or "$")  # too deep to inspect: never pass it on unread
             return redacted("too_deep")
         if isinstance(value, Mapping):
-            return self._walk_mapping(value, path, paths, depth)
+            return self._walk_mapping(value, path, paths, depth, hint)
         if isinstance(value, (list, tuple)):
             items = [
-                self._walk(item, f"{path}[{i}]", paths, depth + 1) for i, item in enumerate(value)
+                self._walk(item, f"{path}[{i}]", paths, depth + 1, hint)
+                for i, item in enumerate(value)
             ]
             if any(new is not old for new, old in zip(items, value, strict=True)):
                 return type(value)(items) if isinstance(value, tuple) else items
@@ -509,9 +698,14 @@ class Redactor:
         return value
 
     def _walk_mapping(
-        self, value: Mapping[Any, Any], path: str, paths: list[str], depth: int
+        self, value: Mapping[Any, Any], path: str, paths: list[str], depth: int, inherited: int
     ) -> Any:
+        """A mapping's items, redacted. A value not under a credential key is still redacted
+        when it looks generated and the mapping (or the one it is in) names a credential or a
+        service in its keys or short values (``{"integration": "datadog", "config": {"value":
+        ...}}``); so is a key that looks generated there (``{"tokens": {"<token>": ...}}``)."""
         out: dict[Any, Any] | None = None
+        own = -1  # computed when a value needs it
         secret_data = _is_kubernetes_secret(value)
         plain = self.callback is None
         known = self._known
@@ -527,6 +721,7 @@ class Redactor:
                     or (
                         type(item) is str
                         and (len(item) < _MIN_SECRET_LEN or known.get(id(item)) is item)
+                        and key not in IDENTIFIER_KEYS  # known clean as text, not as a name
                     )
                 )
             ):
@@ -549,10 +744,36 @@ class Redactor:
                 new = redacted(tier[1])
                 paths.append(sub_path)
             else:
-                new = self._walk(item, sub_path, paths, depth + 1)
+                if own < 0:
+                    own = _mapping_hint(value, self)
+                evidence = max(own, inherited)
+                if key in IDENTIFIER_KEYS and type(item) is str:
+                    new, kinds = self.redact_identifier(item, sub_path)
+                    if kinds:
+                        paths.append(sub_path)
+                else:
+                    before = len(paths)
+                    new = self._walk(item, sub_path, paths, depth + 1, own)
+                    if (  # no known format in it, but what surrounds it names a credential
+                        len(paths) == before
+                        and evidence
+                        and type(item) is str
+                        and len(item) >= _MIN_SECRET_LEN
+                        and not _public_key(key)
+                        and qualifies(item, evidence)
+                    ):
+                        new = redacted("secret")
+                        paths.append(sub_path)
             new_key = key
-            if isinstance(key, str) and len(key) >= 16 and key not in self._allow:
-                new_key, kinds = self.redact_text(key, sub_path)
+            if isinstance(key, str) and len(key) >= _MIN_SECRET_LEN and key not in self._allow:
+                if own < 0:
+                    own = _mapping_hint(value, self)
+                if max(own, inherited) and qualifies(key, max(own, inherited)):
+                    new_key, kinds = redacted("secret"), ["secret"]
+                elif len(key) >= 16:
+                    new_key, kinds = self.redact_text(key, sub_path)
+                else:
+                    kinds = []
                 if kinds:
                     paths.append(f"{path}.<key>" if path else "<key>")
                     while new_key in value or (out is not None and new_key in out):
@@ -603,6 +824,31 @@ def _replace(text: str, spans: list[Span]) -> tuple[str, list[str]]:
     return "".join(pieces), kinds
 
 
+_HINT_VALUE_MAX: Final = 48
+
+
+def _mapping_hint(value: Mapping[Any, Any], redactor: Redactor) -> int:
+    """The evidence a mapping gives its values: strong when a key or a short value names a
+    credential (``{"name": "DATADOG_API_KEY", "value": ...}``), weak when one names a service
+    or an API, else none."""
+    best = 0
+    for key, item in value.items():
+        for text in (key, item):
+            if type(text) is not str or not 2 <= len(text) <= _HINT_VALUE_MAX:
+                continue
+            if classify(text) is not None and (text is item or redactor.key_tier(text)):
+                return STRONG
+            best = max(best, min(proximity_strength(text), STRONG))
+            if best == STRONG:
+                return best
+    return best
+
+
+def _public_key(key: Any) -> bool:
+    """A key whose value is an identifier meant to be seen (``request_id``, ``name``, ``url``)."""
+    return isinstance(key, str) and public_tail(key)
+
+
 def _is_kubernetes_secret(value: Mapping[Any, Any]) -> bool:
     kind = value.get("kind")
     return isinstance(kind, str) and kind.lower() == "secret"
@@ -649,6 +895,10 @@ class RedactionHook:
     def scrub_text(self, text: str) -> str:
         """Text the runtime writes for the model or a span, with secrets replaced."""
         return self.redactor.redact_text(text)[0]
+
+    def scrub_identifier(self, name: str) -> str:
+        """A name the model chose (a tool name, a call id), with secrets replaced."""
+        return self.redactor.redact_identifier(name)[0]
 
     def scrub_result(self, result: ToolResult) -> ToolResult:
         """``result`` with its content and details redacted (the same object when clean)."""

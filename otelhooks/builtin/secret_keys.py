@@ -20,6 +20,7 @@ identifier that happens to be secret is caught, ``cache_key: user:42`` is left a
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections import Counter
@@ -264,6 +265,9 @@ _QUALIFIED_WORDS: Final = frozenset(
     {"password", "passwd", "pwd", "secret", "passphrase", "token", "apikey", "credentials"}
 )
 
+# Words after a credential name that say the value is a piece of it (``token_part_2``).
+_PIECES: Final = frozenset({"part", "parts", "chunk", "piece", "segment", "half", "fragment"})
+
 # A key that merely contains one of these (as a segment) is credential-ish.
 _CREDENTIALISH: Final = frozenset(
     {
@@ -376,12 +380,20 @@ def classify(name: str) -> tuple[int, str] | None:
     segments = normalise(name)
     if not segments:
         return None
+    parts = len(segments)
+    while len(segments) > 1 and (segments[-1].isdigit() or segments[-1] in _PIECES):
+        segments = segments[:-1]  # api_key_part_1: one piece of a credential is one too
+    if len(segments) < parts and len(segments) >= 1:
+        found = classify("_".join(segments))
+        return (1, found[1]) if found is not None else None
     while len(segments) > 1 and segments[-1] in _QUALIFIERS and segments[-2] in _QUALIFIED_WORDS:
         segments = segments[:-1]
     for length in (4, 3, 2, 1):
         kind = _CREDENTIAL_TAILS.get(segments[-length:]) if len(segments) >= length else None
         if kind is not None:
             return 1, kind
+    if segments[-1] == "key" and len(segments) > 1 and segments[-2] in _PUBLIC_WORDS:
+        return None  # public_key, STRIPE_PUBLISHABLE_KEY: meant to be seen
     if (
         segments[-1] == "key"
         and name.isupper()
@@ -398,6 +410,23 @@ def classify(name: str) -> tuple[int, str] | None:
     return None
 
 
+_PUBLIC_WORDS: Final = frozenset({"public", "publishable", "pub", "verifying", "verification"})
+
+
+@functools.lru_cache(maxsize=2048)
+def public_name(name: str) -> bool:
+    """Whether a key name labels its value public (``STRIPE_PUBLISHABLE_KEY``, ``publicKey``,
+    ``request_id``)."""
+    return public_tail(name) or any(s in _PUBLIC_WORDS for s in normalise(name))
+
+
+def public_tail(name: str) -> bool:
+    """Whether a key name ends in a word for something meant to be seen (``request_id``,
+    ``display_name``, ``callback_url``)."""
+    segments = normalise(name)
+    return bool(segments) and segments[-1] in _PUBLIC_TAILS and not _credentialish_tail(segments)
+
+
 def _credentialish_tail(segments: tuple[str, ...]) -> bool:
     return segments[-1] in ("key", "token", "secret")
 
@@ -406,13 +435,19 @@ def _credentialish_tail(segments: tuple[str, ...]) -> bool:
 
 _PLACEHOLDER: Final = re.compile(
     r"""^(?:
-        \$\{?[A-Za-z_][A-Za-z0-9_]*\}?      # $VAR, ${VAR}
+        \$\{?[A-Za-z_][A-Za-z0-9_]*\}? | \$\{[^}]*\}? | \$\d   # $VAR, ${VAR:=x}, ${a.b}, $1
+      | [A-Za-z0-9]{0,12}[_-](?:x{4,}|X{4,})    # api_org_XXXXXXXX
+      | %\w+%? | \{\w+\}?                  # %VAR%, {Name}
       | \{\{.*\}\} | \$\{\{.*\}\}            # templates
       | <[^<>]{1,64}> | \[[A-Z_ ]{2,40}\]    # <token>, [YOUR KEY]
       | %\(?[A-Za-z_]*\)?[sd]                # %s, %(name)s
       | \*{3,} | x{4,} | X{4,} | \.{3,} | \?   # ****, xxxx, ...
       | (?i:null|none|nil|true|false|undefined|changeme_please|redacted|hidden|masked|
-          your[_-]?\w*|example|sample|dummy|placeholder|todo|tbd|n/a)
+          your[\w-]*|\w*[_-]here|changeme\w*|example|sample|dummy|placeholder|todo|tbd|n/a|
+          yes|no|on|off)
+      | \d{1,2}                            # a flag or a count under a password key
+      | [\w-]{0,16}\.{3,} | [\w-]{0,16}…    # sk_test_...: shown cut, by whoever wrote it
+      | \$\([^()]*\) | %\w+% | \{\w+\}       # $(cmd), %VAR%, {Name}
       | \[REDACTED[^\]]*\]
     )$""",
     re.VERBOSE,
@@ -443,9 +478,36 @@ def looks_random(value: str) -> bool:
         return False
     if _UUID.match(value) or _URLISH.match(value) or value.isalpha():
         return False
-    if value.replace(".", "").replace("-", "").isdigit():
+    if value.replace(".", "").replace("-", "").isdigit() or _word_like(value):
         return False
-    return entropy(value) >= 3.5
+    return entropy(value) >= 3.5 and not charset(value)
+
+
+def charset(value: str) -> bool:
+    """An alphabet written out (``0123456789abcdef...``, ``ABCDEFGHIJKLMNOPQRSTUVWXYZ``): most
+    neighbours are consecutive characters, as they never are in a generated token."""
+    steps = sum(ord(b) - ord(a) == 1 for a, b in itertools.pairwise(value))
+    return steps >= 0.9 * (len(value) - 1)
+
+
+_VOWELS: Final = frozenset("aeiouAEIOU")
+
+
+def _word_like(value: str) -> bool:
+    """Made of words (``self.default_section``, ``OrderedDictKeysView``), not generated: the
+    letters of words are about 40% vowels, those of a random token under 20%."""
+    letters = [c for c in value if c.isalpha()]
+    if not letters:
+        return False
+    vowels = sum(c in _VOWELS for c in letters) / len(letters)
+    digits = sum(c.isdigit() for c in value)
+    return (digits == 0 and vowels >= 0.25) or (digits <= 1 and vowels >= 0.3)
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether ``value`` is what people write where a secret goes (``$VAR``, ``${VAR}``,
+    ``<token>``, ``%VAR%``, ``your-api-key``, ``changeme``, ``xxxx``, ``sk_test_...``)."""
+    return _PLACEHOLDER.match(value.strip()) is not None
 
 
 def worth_redacting(value: str, tier: int, *, code: bool) -> bool:
@@ -480,7 +542,7 @@ _QUOTED: Final = re.compile(
       | `(?P<b>[^`]*)`""",
     re.VERBOSE,
 )
-_UNQUOTED: Final = re.compile(r"[^\s\"'`;,&<>)\]}|\\]+")
+_UNQUOTED: Final = re.compile(r"(?:[^\s\"'`;,&<>)\]}|\\]|\|(?=[^\s|]))+")  # a|b: one value
 _TO_EOL: Final = re.compile(r"[^\r\n]*")
 _BLOCK: Final = re.compile(r"[|>][-+]?[ \t]*\r?\n")
 _XML_VALUE: Final = re.compile(r"\s*([^<]*?)\s*</")
@@ -523,8 +585,25 @@ def key_value_spans(text: str, positions: list[int]) -> Iterator[Span]:
         tier = found[0]
         if loose and not looks_random(value.strip()):  # CSV cell or call argument: be sure
             continue
+        if code and _code_expression(value, key, text[vend : vend + 3]):
+            continue  # token = line[start:pos], password = password + pad
         if worth_redacting(value, tier, code=code):
             yield vstart, vend, found[1]
+
+
+_IDENTIFIER: Final = re.compile(r"[(\[]*[A-Za-z_][\w.]*(?:[\[(].*)?")
+_CONTINUES: Final = re.compile(r"\s*(?:[-+*/%|&]|\bor\b|\band\b|\bif\b)|[\[(.]")
+
+
+def _code_expression(value: str, key: str, after: str) -> bool:
+    """Whether an unquoted value after a spaced ``=`` reads as code: a name that the key
+    repeats, an expression that goes on, or a constant's or a variable's name made of words."""
+    if _IDENTIFIER.fullmatch(value) is None or looks_random(value.strip("([")):
+        return False
+    name = value.strip("([").split("[", 1)[0].split("(", 1)[0]
+    if name.lower() in key.lower() or any(c in value for c in "[(") or _CONTINUES.match(after):
+        return True
+    return "_" in name or "." in name or name.isupper() or (name.islower() and _word_like(name))
 
 
 def _value_after(text: str, kstart: int, kend: int, raw: str) -> tuple[int, int, bool, bool] | None:

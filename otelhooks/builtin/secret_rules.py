@@ -418,9 +418,10 @@ PATTERNS: tuple[SecretPattern, ...] = (
     # -- payments -----------------------------------------------------------------------------
     _p(
         "stripe_key",
-        r"(?<![A-Za-z0-9_])(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",
+        r"(?<![A-Za-z0-9_])(?:sk|rk)_(?:live|test|prod)_[A-Za-z0-9]{16,}",  # pk_: publishable
         "_live_",
         "_test_",
+        "_prod_",
         inner=True,
     ),
     _prefixed("stripe_webhook_secret", "whsec_", r"[A-Za-z0-9+/=]{24,}"),
@@ -560,7 +561,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
     _p(
         "authorization_header",
         r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:basic|bearer|token|digest|"
-        r"apikey|api-key|sso-key|ssws|negotiate|ntlm)\s+([^\s\"',;]{4,})",
+        r"apikey|api-key|sso-key|ssws|negotiate|ntlm)\s+(?![<{$%\[])([^\s\"',;]{4,})",
         "authorization",
         group=1,
         context=True,

@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.trace import Status
 
 from ..telemetry import attributes as A
-from .redaction import Redactor
+from .redaction import IDENTIFIER_KEYS, Redactor
 
 _T = TypeVar("_T")
 
@@ -120,7 +120,11 @@ def _scrub_attributes(
         if plain_key and type(value) is str:  # the common case: scan the text alone
             if len(value) < _MIN_SECRET:
                 continue
-            text, kinds = redactor.redact_text(value, f"{prefix}.{key}" if prefix else key)
+            where = f"{prefix}.{key}" if prefix else key
+            if key in IDENTIFIER_KEYS:
+                text, kinds = redactor.redact_identifier(value, where)
+            else:
+                text, kinds = redactor.redact_text(value, where)
             if not kinds:
                 continue
             paths.append(f"{prefix}.{key}" if prefix else key)

@@ -17,6 +17,7 @@ from opentelemetry.trace import format_span_id, format_trace_id
 
 from ..core.hooks import ToolCallRecord
 from ..telemetry import attributes as A
+from .redaction import RedactingProcessor, Redactor
 
 _EVENT_ATTR_TYPES = (str, bool, int, float)
 
@@ -39,6 +40,15 @@ def add_trace_context(logger: Any, method_name: str, event_dict: Any) -> Any:
         event_dict.setdefault("trace_id", ids["trace_id"])
         event_dict.setdefault("span_id", ids["span_id"])
     return event_dict
+
+
+def json_logger(stream: Any, redactor: Redactor | None = None) -> Any:
+    """A structlog logger that writes one JSON line per event to ``stream`` (a file-like
+    object), scrubbed by ``redactor`` first when one is given; nothing is configured globally."""
+    processors: list[Any] = [] if redactor is None else [RedactingProcessor(redactor)]
+    return structlog.wrap_logger(
+        structlog.PrintLogger(stream), processors=[*processors, structlog.processors.JSONRenderer()]
+    )
 
 
 class StructlogEvents:

@@ -359,8 +359,12 @@ class ToolExecutor:
     def _fail(self, p: PreparedCall, phase: Phase, error_type: str, exc: Exception) -> None:
         """The call ends in its before phase with an error (unknown tool, invalid arguments)."""
         p.error_type = error_type
-        p.result = error_result(p.call, p.chain.scrub(f"error: {exc}"))
-        phase.fail(error_type, str(exc))
+        message = str(exc)
+        name = p.call.name
+        if isinstance(name, str) and name and name in message:  # an unknown tool's name
+            message = message.replace(name, p.chain.scrub_identifier(name))
+        p.result = error_result(p.call, p.chain.scrub(f"error: {message}"))
+        phase.fail(error_type, message)
 
     def _cancelled(self, p: PreparedCall, phase: Phase) -> ToolResult:
         """The run's signal stopped the call: an error result saying why."""

@@ -28,7 +28,9 @@ Contracts
   ``strict=True``. A typo must not let the tool it meant run unguarded.
 * A hook object may offer ``scrub_text(text) -> text`` (the built-in redaction hook does): the
   runtime then passes every text it writes itself for the model or a span through it (block
-  reasons, error messages, captured content) before anything is cut.
+  reasons, error messages, captured content) before anything is cut; and
+  ``scrub_identifier(name) -> name`` for a name the model chose (an unknown tool's name, a call
+  id) where the runtime quotes it.
 * A hook never sees the runtime's own copy of the arguments: ``args`` is a read-only mapping and
   nested containers are copies.
 """
@@ -207,6 +209,7 @@ class RegisteredHook:
     after_failure: FailurePolicy = FAIL_OPEN
     scrub: ScrubFn | None = None
     scrub_result: Callable[[ToolResult], ToolResult] | None = None
+    scrub_identifier: ScrubFn | None = None
     patterns: tuple[str, ...] = ()  # tool patterns of the hook's own (a policy's list)
     _exact: frozenset[str] = field(default=frozenset(), repr=False)
     _globs: tuple[str, ...] = field(default=(), repr=False)
@@ -259,7 +262,7 @@ NO_HOOKS: Final = PhaseHooks((), (), ())
 class HookChain:
     """An immutable, ordered set of registrations, with the per-tool selection cached."""
 
-    __slots__ = ("_cache", "_result_scrubbers", "_scrubbers", "hooks")
+    __slots__ = ("_cache", "_identifier_scrubbers", "_result_scrubbers", "_scrubbers", "hooks")
 
     def __init__(self, hooks: Iterable[RegisteredHook] = ()) -> None:
         self.hooks: tuple[RegisteredHook, ...] = tuple(hooks)
@@ -268,12 +271,21 @@ class HookChain:
         self._result_scrubbers = tuple(
             h.scrub_result for h in self.hooks if h.scrub_result is not None
         )
+        self._identifier_scrubbers = tuple(
+            h.scrub_identifier for h in self.hooks if h.scrub_identifier is not None
+        )
 
     def scrub(self, text: str) -> str:
         """``text`` through every registered hook's ``scrub_text`` (unchanged when none)."""
         for scrub in self._scrubbers:
             text = scrub(text)
         return text
+
+    def scrub_identifier(self, name: str) -> str:
+        """A model-chosen name through every hook's ``scrub_identifier`` (unchanged when none)."""
+        for scrub in self._identifier_scrubbers:
+            name = scrub(name)
+        return name
 
     def scrub_result(self, result: ToolResult) -> ToolResult:
         """``result`` through every registered hook's ``scrub_result`` (unchanged when none)."""
@@ -407,10 +419,12 @@ class Hooks:
                 )
             scrub: ScrubFn | None = None
             scrub_result: Callable[[ToolResult], ToolResult] | None = None
+            scrub_identifier: ScrubFn | None = None
             own_patterns: tuple[str, ...] = ()
             if hook is not None:
                 scrub = getattr(hook, "scrub_text", None)
                 scrub_result = getattr(hook, "scrub_result", None)
+                scrub_identifier = getattr(hook, "scrub_identifier", None)
                 own_patterns = tuple(getattr(hook, "patterns", None) or ())
                 before = before or getattr(hook, "before_tool_call", None)
                 after = after or getattr(hook, "after_tool_call", None)
@@ -440,6 +454,7 @@ class Hooks:
                 after_failure=after_failure or FAIL_OPEN,
                 scrub=scrub,
                 scrub_result=scrub_result,
+                scrub_identifier=scrub_identifier,
                 patterns=own_patterns,
             )
         if self.registry is not None:

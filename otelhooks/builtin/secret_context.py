@@ -1,0 +1,502 @@
+"""Secrets found by what stands near them: a random-looking token shortly after a credential word
+or a service's name, as mature scanners pair a keyword with the token's charset, length and
+entropy.
+
+A *credential word* (``key``, ``token``, ``secret``, ``password``, ``auth``, ``credential``,
+``bearer``...) is strong evidence: a token that starts within :data:`REACH` characters after it,
+on the same line, is redacted when it looks generated (:func:`~.secret_keys.looks_random`), is a
+UUID or 32+ hex digits, or, after a password word, has letters, digits and symbols. A *service
+name* (``datadog``, ``twilio``...) or a weak word (``client``, ``login``, ``account``) is weaker
+evidence: a token that looks generated, 32+ hex digits, or an ``id:secret`` pair of hex is
+redacted, unless the line speaks of a commit, a hash or an id, or the token is a host or a path.
+The token is taken whole up to the next space or quote, so ``31411378:AAH...`` or
+``1308742762612587|rhoK...`` go as one. Service names count only as words of their own
+(``DD_DATADOG_KEY``, ``datadog:``), and only in a text with a token of 16+ characters.
+
+The same evidence counts in structures: a value in a mapping whose keys or short values name a
+credential or a service (``{"integration": "datadog", "config": {"value": "..."}}``) is judged
+the same way (the redactor's mapping walk).
+
+Key names are also compared after folding look-alike letters (Cyrillic ``ѕ``, ``е``, ``о`` in
+``ѕеcrеt``; fullwidth forms) to ASCII, one character for one, so offsets do not move
+(:func:`fold`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from typing import Final
+
+from .secret_keys import Span, is_placeholder, looks_random, public_name
+
+REACH: Final = 48  # characters between the end of the word and the start of the token
+_MAX_TOKENS: Final = 6
+
+STRONG: Final = 2
+WEAK: Final = 1
+
+CREDENTIAL_WORDS: Final = (
+    "key",
+    "keys",
+    "apikey",
+    "token",
+    "tokens",
+    "secret",
+    "secrets",
+    "password",
+    "passwd",
+    "passphrase",
+    "passcode",
+    "pwd",
+    "credential",
+    "creds",
+    "auth",
+    "bearer",
+    "license",
+)
+PASSWORD_WORDS: Final = frozenset({"password", "passwd", "passphrase", "passcode", "pwd", "pw"})
+WEAK_WORDS: Final = ("client", "login", "signin", "webhook", "dsn", "account")
+
+# Services whose credentials have no distinctive prefix, or whose name stands near a key that
+# has one: the name is the evidence. Lower case, as written in prose, code and config.
+SERVICES: Final = (
+    *tuple(
+        [
+            "abstract",
+            "abuseipdb",
+            "adafruit",
+            "adobe",
+            "aiven",
+            "airbrake",
+            "airtable",
+            "algolia",
+            "alibaba",
+            "aliyun",
+            "amplitude",
+            "anthropic",
+            "apify",
+            "appcenter",
+            "appdynamics",
+            "appveyor",
+            "artifactory",
+            "asana",
+            "assemblyai",
+            "atlassian",
+            "auth0",
+            "autodesk",
+            "azure",
+            "backblaze",
+            "bitbucket",
+            "bitly",
+            "bitfinex",
+            "bitmex",
+            "binance",
+            "bittrex",
+            "braintree",
+            "brevo",
+            "browserstack",
+            "buildkite",
+            "bugsnag",
+            "bunny",
+            "calendly",
+            "chargebee",
+            "checkout",
+            "circleci",
+            "clarifai",
+            "clearbit",
+            "clickhouse",
+            "clickup",
+            "clojars",
+            "cloudant",
+            "cloudflare",
+            "cloudinary",
+            "cloudsmith",
+            "codacy",
+            "codecov",
+            "cohere",
+            "coinbase",
+            "confluent",
+            "contentful",
+            "contentstack",
+            "coveralls",
+            "crowdstrike",
+            "databricks",
+            "datadog",
+            "deepgram",
+            "deepl",
+            "deepseek",
+            "delighted",
+            "digitalocean",
+            "discord",
+            "disqus",
+            "docker",
+            "dockerhub",
+            "docusign",
+            "doppler",
+            "dropbox",
+            "duffel",
+            "dynatrace",
+            "easypost",
+            "elastic",
+            "elasticsearch",
+            "elevenlabs",
+            "eventbrite",
+            "exoscale",
+            "facebook",
+            "fastly",
+            "figma",
+            "finicity",
+            "finnhub",
+            "firebase",
+            "flickr",
+            "flutterwave",
+            "fly",
+            "flyio",
+            "frameio",
+            "freshbooks",
+            "freshdesk",
+            "gemini",
+            "getresponse",
+            "gitea",
+            "github",
+            "gitlab",
+            "gitter",
+            "gocardless",
+            "godaddy",
+            "google",
+            "grafana",
+            "groq",
+            "harness",
+            "hashicorp",
+            "helpscout",
+            "heroku",
+            "honeycomb",
+            "hubspot",
+            "huggingface",
+            "ibm",
+            "instagram",
+            "intercom",
+            "intra42",
+            "ipinfo",
+            "jenkins",
+            "jfrog",
+            "jira",
+            "kafka",
+            "keen",
+            "klaviyo",
+            "kraken",
+            "kubernetes",
+            "kucoin",
+            "launchdarkly",
+            "linear",
+            "linkedin",
+            "lob",
+            "logdna",
+            "loggly",
+            "loggly",
+            "logz",
+            "looker",
+            "mailchimp",
+            "mailerlite",
+            "mailgun",
+            "mailjet",
+            "mandrill",
+            "mapbox",
+            "mattermost",
+            "maxmind",
+            "meraki",
+            "messagebird",
+            "microsoft",
+            "mistral",
+            "mixpanel",
+            "mongodb",
+            "monday",
+            "netlify",
+            "newrelic",
+            "nexmo",
+            "ngrok",
+            "notion",
+            "npm",
+            "nuget",
+            "nytimes",
+            "okta",
+            "onelogin",
+            "onesignal",
+            "openai",
+            "openrouter",
+            "opsgenie",
+            "optimizely",
+            "pagerduty",
+            "papertrail",
+            "paypal",
+            "paystack",
+            "perplexity",
+            "pinecone",
+            "pingdom",
+            "pipedrive",
+            "plaid",
+            "planetscale",
+            "plivo",
+            "postgres",
+            "postman",
+            "postmark",
+            "prefect",
+            "pulumi",
+            "pusher",
+            "pypi",
+            "qdrant",
+            "quickbooks",
+            "rabbitmq",
+            "rapidapi",
+            "razorpay",
+            "readme",
+            "recurly",
+            "redis",
+            "render",
+            "replicate",
+            "resend",
+            "retool",
+            "rollbar",
+            "rubygems",
+            "salesforce",
+            "salesloft",
+            "scaleway",
+            "scalingo",
+            "segment",
+            "sendbird",
+            "sendgrid",
+            "sendinblue",
+            "sentry",
+            "shippo",
+            "shopify",
+            "sidekiq",
+            "signalwire",
+            "slack",
+            "smartsheet",
+            "snowflake",
+            "snyk",
+            "sonar",
+            "sonarcloud",
+            "sonarqube",
+            "sourcegraph",
+            "splunk",
+            "spotify",
+            "square",
+            "squarespace",
+            "stackhawk",
+            "statuspage",
+            "strava",
+            "stripe",
+            "sumologic",
+            "supabase",
+            "tailscale",
+            "telegram",
+            "teamcity",
+            "terraform",
+            "textmagic",
+            "todoist",
+            "travis",
+            "trello",
+            "twilio",
+            "twitch",
+            "twitter",
+            "typeform",
+            "upstash",
+            "vault",
+            "vercel",
+            "vonage",
+            "weaviate",
+            "webflow",
+            "wix",
+            "woocommerce",
+            "wordpress",
+            "workato",
+            "xai",
+            "yandex",
+            "youtube",
+            "zapier",
+            "zendesk",
+            "zeplin",
+            "zoho",
+            "zoom",
+            "1password",
+            "authress",
+            "aws",
+            "bedrock",
+            "beamer",
+            "drone",
+            "droneci",
+            "etsy",
+            "gcp",
+            "infracost",
+            "octopus",
+            "openshift",
+            "privateai",
+            "settlemint",
+            "travisci",
+            "contribsys",
+            "nebula",
+        ]
+    ),
+    "new relic",
+    "new_relic",
+    "new-relic",
+    "pager duty",
+    "sumo logic",
+    "ibm cloud",
+    "x.ai",
+)
+
+PROXIMITY_WORDS: Final = (
+    {w: STRONG for w in CREDENTIAL_WORDS}
+    | {w: WEAK for w in WEAK_WORDS}
+    | {w: WEAK for w in SERVICES}
+    | {"pw": STRONG}
+)
+
+_UUID: Final = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+_HEX: Final = re.compile(r"[0-9a-fA-F]+")
+_PATH_SPLIT: Final = re.compile(r"[/.:@?&=#]+")
+_HEX_PAIR: Final = re.compile(r"[0-9a-fA-F]{8,}[:|][0-9a-fA-F]{8,}")
+_DIGEST_WORDS: Final = re.compile(
+    r"commit|\bsha|digest|hash|checksum|revision|\brev\b|etag|md5|fingerprint|build id|trace"
+    r"|\bids?\b|_id\b|request"
+)
+# A token: what stands between spaces, quotes and brackets.
+_TOKEN: Final = re.compile(r"[^\s\"'`<>()\[\]{},;\\]+")
+_TRAIL: Final = ".:!?=,"
+_EXPANSION: Final = re.compile(r"\$[A-Za-z_{(]")  # a shell variable or command, not a value
+_WORD_END: Final = re.compile(r"[a-z0-9]*")
+
+
+def qualifies(token: str, strength: int, password: bool = False) -> bool:
+    """Whether ``token`` is a secret given evidence of ``strength`` near it (``NAME=value``: the
+    value, unless the name labels it public)."""
+    if len(token) < 8 or token.startswith("[REDACTED:"):
+        return False
+    core = token
+    if token.count("=") == 1 and not token.endswith("="):
+        name, core = token.split("=", 1)
+        if not _core_qualifies(core, strength, password):
+            return False
+        return not public_name(name)
+    return _core_qualifies(core, strength, password)
+
+
+def _core_qualifies(core: str, strength: int, password: bool) -> bool:
+    if len(core) < 8:
+        return False
+    if strength < STRONG and _HEX.fullmatch(core) is not None:
+        return len(core) >= 32  # a service's hex key (Datadog, Twilio, Sentry)
+    if any(looks_random(part) for part in _parts(core)):
+        if strength == STRONG:
+            return True
+        return (_HEX.fullmatch(core) is None or len(core) >= 32) and not _path_like(core)
+    if strength < STRONG:
+        # near a service's name: its hex keys (Datadog, Twilio, Sentry) and id:secret pairs
+        return (len(core) >= 32 and _HEX.fullmatch(core) is not None) or (
+            _HEX_PAIR.fullmatch(core) is not None
+        )
+    if _UUID.fullmatch(core) or (len(core) >= 32 and _HEX.fullmatch(core)):
+        return True
+    return password and _password_like(core)
+
+
+def _path_like(token: str) -> bool:
+    """A host, a path or a URL made of words and numbers (``db.internal:5432/prod``,
+    ``slack.com/help/articles/115005265063``), not a base64 key with a ``/`` in it."""
+    if "/" not in token and token.count(".") < 2:
+        return False
+    pieces = [p for p in _PATH_SPLIT.split(token) if p]
+    return all(p.isdigit() or len(p) < 8 or not looks_random(p) for p in pieces)
+
+
+def _parts(token: str) -> Iterator[str]:
+    """The token, and its pieces between ``:`` and ``|`` (an id joined to a secret)."""
+    yield token
+    if ":" in token or "|" in token:
+        yield from re.split(r"[:|]", token)
+
+
+def _password_like(token: str) -> bool:
+    classes = (
+        any(c.islower() for c in token)
+        + any(c.isupper() for c in token)
+        + any(c.isdigit() for c in token)
+        + any(not c.isalnum() for c in token)
+    )
+    return len(token) >= 8 and classes >= 3 and not token.isidentifier()
+
+
+def proximity_spans(
+    text: str, lowered: str, positions: Iterable[tuple[int, int]]
+) -> Iterator[Span]:
+    """Tokens after a proximity word; ``positions`` are ``(where the word starts, strength)``."""
+    done = -1
+    for start, strength in positions:
+        if not strength:
+            continue  # inside a word: ``monkey``, ``turkey``
+        word_end = _WORD_END.match(lowered, start)
+        assert word_end is not None
+        pos = word_end.end()
+        password = lowered[start:pos] in PASSWORD_WORDS or lowered.startswith("pass", start)
+        line_end = text.find("\n", pos)
+        stop = min(pos + REACH, len(text) if line_end < 0 else line_end)
+        line_start = lowered.rfind("\n", 0, start) + 1
+        digest: bool | None = None  # whether the line speaks of a commit, a hash, an id
+        seen = 0
+        for match in _TOKEN.finditer(text, pos, len(text) if line_end < 0 else line_end):
+            if match.start() > stop or seen >= _MAX_TOKENS:
+                break
+            seen += 1
+            token_start, token = match.start(), match.group()
+            stripped = token.lstrip("_-.:=/#$@").rstrip(_TRAIL)
+            token_start += len(token) - len(token.lstrip("_-.:=/#$@"))
+            if token_start <= done or not qualifies(stripped, strength, password):
+                continue
+            if is_placeholder(token.rstrip(_TRAIL)) or _EXPANSION.match(token):
+                continue  # $PASSWORD, %TestSourcePassword%, ${VAR}, $API_URL/$PATH
+            if strength < STRONG:
+                if digest is None:
+                    digest = (
+                        _DIGEST_WORDS.search(
+                            lowered, line_start, len(text) if line_end < 0 else line_end
+                        )
+                        is not None
+                    )
+                if digest:
+                    break  # a service's name near a commit, a hash or an id: no evidence
+            end = token_start + len(stripped)
+            if stripped.count("=") == 1 and not stripped.endswith("="):
+                token_start += stripped.index("=") + 1  # NAME=value: the value alone
+            done = end
+            yield token_start, end, "secret"
+            break
+
+
+def proximity_strength(text: str) -> int:
+    """The evidence a short string (a key, a value naming a service) gives its neighbours."""
+    lowered = text.lower()
+    best = 0
+    for word in _SPLIT.split(lowered):
+        best = max(best, PROXIMITY_WORDS.get(word, 0))
+    return best
+
+
+_SPLIT: Final = re.compile(r"[^a-z0-9.]+|(?<=[a-z])(?=[0-9])")
+
+# Look-alike letters, each folded to the ASCII letter it imitates (one character for one).
+_CONFUSABLES: Final = {
+    **dict(zip("АВЕЅІЈКМНОРСТХУаеѕіјорсхуԁһӏ", "ABESIJKMHOPCTXYaesijopcxydhl", strict=True)),
+    **dict(zip("ΑΒΕΗΙΚΜΝΟΡΤΥΧΖαεικνορτυχ", "ABEHIKMNOPTYXZaeikvoptux", strict=True)),
+    **{chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)},  # fullwidth forms
+    "ı": "i",
+    "ℓ": "l",
+}
+_FOLD: Final = str.maketrans(_CONFUSABLES)
+
+
+def fold(text: str) -> str:
+    """``text`` with look-alike letters replaced by the ASCII ones they imitate (same length)."""
+    return text.translate(_FOLD)
