@@ -125,3 +125,13 @@ def test_a_secret_in_a_tool_name_or_call_id_reaches_no_channel() -> None:
         seen += [span.name, span.status.description or "", json.dumps(dict(span.attributes or {}))]
         seen += [json.dumps(dict(e.attributes or {})) for e in span.events]
     assert all(SECRET[:8] not in text for text in seen), seen
+
+
+def test_words_inside_base64_data_are_no_evidence() -> None:
+    import random
+
+    raw = bytes(random.Random(5).randrange(256) for _ in range(600))
+    blob = base64.b64encode(raw).decode()
+    blob = blob[:200] + "AuthKeyToken" + blob[212:]  # credential words, capitalised, inside
+    text = json.dumps({"type": "image", "data": blob, "mimeType": "image/png"})
+    assert Redactor().redact(text)[0] == text

@@ -279,12 +279,30 @@ _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUV
 _NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
+_BLOB_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+/")
+
+
+def _inside_blob(lowered: str, start: int) -> bool:
+    """Whether ``start`` is inside a run of 40+ base64 characters (no word stands there)."""
+    left = start
+    while left > 0 and start - left < 40 and lowered[left - 1] in _BLOB_CHARS:
+        left -= 1
+    right = start
+    while right < len(lowered) and right - left < 40 and lowered[right] in _BLOB_CHARS:
+        right += 1
+    return right - left >= 40
+
+
 def _strength_at(text: str, lowered: str, start: int) -> int:
     """The evidence of the proximity word at ``start``: strong when the word it begins holds a
     credential word (``apikey``, ``authenticating``), else weak; none inside a word unless a
     capital starts it there (``DatadogAuthError``)."""
-    if start and lowered[start - 1].isalpha() and not text[start].isupper():
-        return 0
+    if (
+        start
+        and lowered[start - 1].isalnum()
+        and (not text[start].isupper() or _inside_blob(lowered, start))
+    ):
+        return 0  # inside a word (monkey), or inside base64 (an image, a blob)
     if start and (
         lowered[start - 1] == "/"
         or (lowered[start - 1] == "." and "." in lowered[start : start + 12])
