@@ -125,6 +125,7 @@ TOKEN_CASES: list[Case] = [
     case("vault_token", "hvs.{s90}", "hvs.short"),
     case("terraform_cloud_token", "{a14}.atlasv1.{s67}", "app.atlasv1.short"),
     case("pulumi_token", "pul-{h40}", "pul-request"),
+    case("aws_bedrock_api_key", "ABSKQmVkcm9ja0FQSUtleS{b120}", "ABSK is a prefix"),
     case("doppler_token", "dp.pt.{a43}", "dp.pt.short"),
     case("databricks_token", "dapi{h32}", "dapi is the prefix"),
     case("supabase_token", "sbp_{h40}", "sbp_short"),
@@ -156,6 +157,7 @@ TOKEN_CASES: list[Case] = [
     case("npm_token", "npm_{a36}", "npm_install"),
     case("pypi_token", "pypi-AgEIcHlwaS5vcmc{s70}", "pypi-AgE short"),
     case("rubygems_api_key", "rubygems_{h48}", "rubygems_org"),
+    case("postman_api_key", "PMAK-{h24}-{h34}", "PMAK-short"),
     case("docker_hub_token", "dckr_pat_{s27}", "dckr_pat_x"),
     case("nuget_api_key", "oy2{l43}", "oy2 short"),
     case("clojars_token", "CLOJARS_{l60}", "CLOJARS_x"),
@@ -310,6 +312,12 @@ TOKEN_CASES: list[Case] = [
         "curl_user",
         "curl -u admin:{a16} https://api.example.com",
         "curl -u admin https://x",
+        secret="{a16}",
+    ),
+    case(
+        "ldap_bind_password",
+        "ldapsearch -x -D cn=admin,dc=example,dc=org -w {a16} -H ldap://ldap.internal",
+        "ldapsearch -x -W -H ldap://ldap.internal",
         secret="{a16}",
     ),
     case(

@@ -401,6 +401,8 @@ def classify(name: str) -> tuple[int, str] | None:
         and segments[-2] not in ("public", "publishable", "primary", "sort", "partition", "cache")
     ):
         return 1, "api_key"  # an env-style *_KEY: usually a credential
+    if segments[-2:] == ("secret", "id") and len(segments) <= 3:
+        return 1, "secret"  # Vault AppRole's secret_id is the secret
     if segments[-1] in _PUBLIC_TAILS and not _credentialish_tail(segments):
         if segments[-1] == "id" and "client" in segments:
             return 2, "secret"  # an OAuth client id: redacted when it looks generated

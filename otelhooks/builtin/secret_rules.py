@@ -215,6 +215,14 @@ PATTERNS: tuple[SecretPattern, ...] = (
         inner=True,
     ),
     _prefixed("pulumi_token", "pul-", r"[a-f0-9]{40}"),
+    # AWS Bedrock API keys: long-term (ABSK + base64 of "BedrockAPIKey-..."), short-term
+    _p(
+        "aws_bedrock_api_key",
+        r"(?<![A-Za-z0-9_])(?:ABSKQmVkcm9ja0FQSUtleS[A-Za-z0-9+/]{60,300}={0,2}"
+        r"|bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t[A-Za-z0-9+/=&%._-]*)",
+        "absk",
+        "bedrock-api-key-",
+    ),
     _p(
         "doppler_token",
         r"(?<![A-Za-z0-9_])dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,44}" + _END,
@@ -326,6 +334,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
     _prefixed("npm_token", "npm_", r"[A-Za-z0-9]{36}"),
     _p("pypi_token", r"(?<![A-Za-z0-9_])pypi-AgE[A-Za-z0-9_-]{50,}", "pypi-age"),
     _prefixed("rubygems_api_key", "rubygems_", r"[a-f0-9]{48}"),
+    _prefixed("postman_api_key", "PMAK-", r"[a-fA-F0-9]{24}-[a-fA-F0-9]{34}", "pmak-"),
     _p(
         "docker_hub_token",
         r"(?<![A-Za-z0-9_])dckr_(?:pat|oat)_[A-Za-z0-9_-]{27,}",
@@ -585,6 +594,14 @@ PATTERNS: tuple[SecretPattern, ...] = (
         r"(?:\s-u|--user)[ \t=]+[\"']?[^\s:\"']+:([^\s\"']+)",
         "-u",
         "--user",
+        group=1,
+        context=True,
+    ),
+    _p(
+        "ldap_bind_password",
+        r"\bldap(?:search|modify|add|delete|whoami|passwd|compare|modrdn)\b[^\n]*?\s-w\s+"
+        r"[\"']?([^\s\"']+)",
+        "ldap",
         group=1,
         context=True,
     ),
