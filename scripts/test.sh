@@ -39,7 +39,7 @@ else
   echo "scripts/test.sh: no headless browser; the tests that look at the trace viewer will skip (or fail with OTELHOOKS_REQUIRE_UI=1)" >&2
 fi
 
-if corpus="$(PYTHON=.venv/bin/python bash scripts/install-secret-corpus.sh)"; then
+if corpus="$(PYTHON="$PWD/.venv/bin/python" bash scripts/install-secret-corpus.sh)"; then
   export OTELHOOKS_SECRET_CORPUS="$corpus"
 else
   echo "scripts/test.sh: no secret corpus; the recall tests will skip (or fail with OTELHOOKS_REQUIRE_SECRET_CORPUS=1)" >&2

@@ -41,7 +41,7 @@ def test_benchmark_script_runs_and_writes_json(tmp_path: Path) -> None:
     assert results["mcp"]["proxy"]["proxy_over_direct"] > 0, results["mcp"]
     assert results["mcp"]["adapter"]["client_us"] > 0
     assert results["burst"]["otelhooks-defaults"]["dropped"] == 0  # a count, not a timing
-    assert results["startup"]["import added ms"] > 0
+    assert results["startup"]["import otelhooks"] > 0  # a difference of two timings may be < 0
     assert "readme / minimal floor" in done.stdout
 
 
