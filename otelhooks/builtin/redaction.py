@@ -141,13 +141,10 @@ def _b64decode(text: str) -> str | None:
 
 def _b64text(blob: str) -> str | None:
     """``blob`` decoded from base64 (standard or URL-safe) when the result is printable text."""
-    padded = blob + "=" * (-len(blob) % 4)
-    try:
-        raw = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
-        text = raw.decode("utf-8")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return None
-    return text if all(c.isprintable() or c in "\t\n\r" for c in text) else None
+    text = _b64decode(blob.replace("-", "+").replace("_", "/"))
+    return (
+        text if text is not None and all(c.isprintable() or c in "\t\n\r" for c in text) else None
+    )
 
 
 def _basic_credential(text: str) -> bool:
@@ -854,6 +851,7 @@ def _mapping_hint(value: Mapping[Any, Any], redactor: Redactor) -> int:
         for text in (key, item):
             if type(text) is not str or not 2 <= len(text) <= _HINT_VALUE_MAX:
                 continue
+            # a value that names a credential, or a key the redactor would redact for its name
             if classify(text) is not None and (text is item or redactor.key_tier(text)):
                 return STRONG
             best = max(best, min(proximity_strength(text), STRONG))
