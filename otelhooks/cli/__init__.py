@@ -1,4 +1,4 @@
-"""The ``otelhooks`` command: one module per subcommand (``demo``, ``traces``, ``mcp``, ``ui``).
+"""The ``otelhooks`` command: one module per subcommand (``demo``, ``traces``, ``mcp``, ``ui``, ``fleet``).
 
 Each subcommand module has ``add_parser(subparsers)`` and ``run(args) -> int``. A subcommand
 whose optional dependencies are missing says, in one line on stderr, what to install, and exits
@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("demo", "traces", "mcp", "ui")
+COMMANDS = ("demo", "traces", "mcp", "ui", "fleet")
 
 # Optional imports and the extra that brings each.
 EXTRAS = {
