@@ -269,7 +269,7 @@ def make_resource(
 
 
 def make_otlp_exporter(
-    endpoint: str | None = None,
+    endpoint: str | Sequence[str] | None = None,
     protocol: OtlpProtocol | str | None = None,
     timeout: float | None = None,
 ) -> tuple[SpanExporter, str]:
@@ -279,10 +279,20 @@ def make_otlp_exporter(
     ``http://localhost:4317`` for gRPC); ``None`` leaves it, with headers, compression and
     certificates, to the standard ``OTEL_EXPORTER_OTLP_*`` variables. ``timeout`` (seconds)
     bounds each export including its retries; default ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` or
-    2 s, so a dead endpoint cannot stall shutdown for long.
+    2 s, so a dead endpoint cannot stall shutdown for long. A sequence of endpoints (the
+    gateways of a fleet) gives a :class:`~otelhooks.telemetry.failover.FailoverSpanExporter`
+    that sends each batch to the first that accepts it.
     """
-    exporter, where = otlp_exporter("traces", endpoint, protocol, timeout)
-    return exporter, where
+    if endpoint is None or isinstance(endpoint, str):
+        return otlp_exporter("traces", endpoint, protocol, timeout)
+    if not endpoint:
+        raise ConfigurationError("otlp_endpoint: an empty list of endpoints")
+    from .failover import FailoverSpanExporter
+
+    made = [otlp_exporter("traces", one, protocol, timeout) for one in endpoint]
+    names = [where for _, where in made]
+    failover = FailoverSpanExporter([exporter for exporter, _ in made], names)
+    return failover, " or ".join(names)
 
 
 class RedactingOTLPSpanExporter(SpanExporter):
@@ -340,7 +350,7 @@ def setup_tracing(
     service_name: str | None = None,
     default_service_name: str = DEFAULT_SERVICE_NAME,
     resource_attributes: Mapping[str, Any] | None = None,
-    otlp_endpoint: str | None = None,
+    otlp_endpoint: str | Sequence[str] | None = None,
     otlp_protocol: OtlpProtocol | str | None = None,
     export_timeout: float | None = None,
     redactor: Any = None,
@@ -452,7 +462,14 @@ def setup_tracing(
         provider.add_span_processor(processor)
 
     meter_provider, metrics_where = _meter_provider(
-        metrics, resource, otlp_endpoint, otlp_protocol, export_timeout, console_out
+        metrics,
+        resource,
+        otlp_endpoint
+        if otlp_endpoint is None or isinstance(otlp_endpoint, str)
+        else otlp_endpoint[0],
+        otlp_protocol,
+        export_timeout,
+        console_out,
     )
     if set_global and meter_provider is not None:
         from opentelemetry import metrics as metrics_api

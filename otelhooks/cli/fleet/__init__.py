@@ -2,9 +2,9 @@
 
 ::
 
-    otelhooks fleet up [--gateways N] [--ingesters M] [--sampling PCT]   # prints one JSON object
-    otelhooks fleet status                                               # JSON, exit 1 if not all up
-    otelhooks fleet down [--purge]                                       # stops what up started
+    otelhooks fleet up [--gateways N] [--ingesters M] [--sampling PCT]  # one JSON object
+    otelhooks fleet status                                    # JSON; exit 1 unless all are up
+    otelhooks fleet down [--purge]                            # stops what up started
 
 Agents send OTLP to any gateway (N collectors: memory limiter, attribute scrubbing, a persistent
 queue, the Kafka exporter keyed by trace ID) -> Kafka (KRaft, acks=all) -> M ingesters in one

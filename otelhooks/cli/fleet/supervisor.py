@@ -4,6 +4,7 @@ processes and nothing else."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -174,7 +175,8 @@ class Fleet:
         while time.monotonic() < deadline:
             if not self.is_running(name):
                 raise FleetError(
-                    f"{name} exited while starting; its log: {component.log} ({_tail(component.log)})"
+                    f"{name} exited while starting; its log: {component.log} "
+                    f"({_tail(component.log)})"
                 )
             if healthy(component):
                 return
@@ -191,19 +193,15 @@ class Fleet:
             self.pids.pop(name, None)
             return
         pid, _ = self.pids[name]
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, sig)
-        except ProcessLookupError:
-            pass
         deadline = time.monotonic() + grace
         while self.is_running(name) and time.monotonic() < deadline:
             self._reap(name)
             time.sleep(0.1)
         if self.is_running(name):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             while self.is_running(name):
                 self._reap(name)
                 time.sleep(0.05)

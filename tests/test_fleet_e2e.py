@@ -1,0 +1,202 @@
+"""The fleet pipeline end to end on real processes: otelhooks agents -> 2 gateways (OCB
+collector, persistent queue) -> Kafka (KRaft) -> 2 ingesters (Jaeger, tail sampling) ->
+Cassandra, read back through Jaeger's query API and ``otelhooks traces``; then faults, each with
+the count of what was lost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from otelhooks.cli.fleet import endpoints
+from otelhooks.cli.fleet.supervisor import Fleet
+from otelhooks.cli.fleet.topology import Shape
+
+from .fleet_support import (
+    finish_agents,
+    gateways,
+    ingesters,
+    lost_spans,
+    metric,
+    require_fleet,
+    start_agents,
+    start_test_fleet,
+    stored_spans,
+    store_report,
+    wait_for_keep_traces,
+)
+
+pytestmark = [pytest.mark.fleet, pytest.mark.slow]
+
+ACCEPTED = "otelcol_receiver_accepted_spans_total"
+REFUSED = "otelcol_receiver_refused_spans_total"
+SENT = "otelcol_exporter_sent_spans_total"
+SEND_FAILED = "otelcol_exporter_send_failed_spans_total"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    require_fleet()
+    run = tmp_path_factory.mktemp("fleet")
+    started = start_test_fleet(run, Shape(gateways=2, ingesters=2, decision_wait="2s"))
+    try:
+        yield started
+    finally:
+        started.down()
+
+
+def wait_until(predicate, timeout: float = 120.0, every: float = 1.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return bool(predicate())
+
+
+def test_four_agents_every_span_accounted_for_at_each_tier(fleet: Fleet, tmp_path: Path) -> None:
+    load = finish_agents(start_agents(fleet, tmp_path, agents=4, runs=60))
+    sent = load.total("exported")
+    assert load.total("ended") == sent > 0
+    assert load.total("failed") == load.total("dropped") == 0
+
+    # Acknowledged by the gateways = handed to Kafka = consumed by the ingesters.
+    gw, ing = gateways(fleet), ingesters(fleet)
+    assert wait_until(lambda: metric(fleet, gw, SENT, exporter="kafka") >= sent)
+    assert metric(fleet, gw, ACCEPTED, receiver="otlp") == sent
+    assert metric(fleet, gw, REFUSED) == 0
+    assert metric(fleet, gw, SENT, exporter="kafka") == sent
+    assert metric(fleet, gw, SEND_FAILED) == 0
+    assert wait_until(lambda: metric(fleet, ing, ACCEPTED, receiver="kafka") >= sent)
+    assert metric(fleet, ing, ACCEPTED, receiver="kafka") == sent
+
+    # Stored: every trace with a blocked call or an error, complete; the rest sampled at ~10%,
+    # whole or not at all; the store holds exactly what the ingesters wrote.
+    report = wait_for_keep_traces(fleet, load)
+    assert report["blocked"] == {"complete": 60}, report
+    assert report["failing"] == {"complete": 60}, report
+    ordinary = [report.get(kind, {}) for kind in ("plain", "secret")]
+    assert all(set(row) <= {"complete", "missing"} for row in ordinary), report
+    kept = sum(row.get("complete", 0) for row in ordinary)
+    assert 2 <= kept <= 36, f"{kept} of 120 ordinary traces kept at 10% sampling: {report}"
+    stored = sum(
+        info["spans"]
+        for trace_id, info in load.traces.items()
+        if info["kind"] in ("blocked", "failing") or stored_spans(fleet, trace_id)
+    )
+    written = lambda: metric(fleet, ing, SENT, exporter="jaeger_storage_exporter")  # noqa: E731
+    assert wait_until(lambda: written() >= stored, timeout=30), (
+        written(),
+        stored,
+        metric(fleet, ing, SEND_FAILED),
+        metric(fleet, ing, "jaeger_storage_errors_total"),
+    )
+    assert written() == stored
+
+    # No secret in storage; the secret-returning calls that were kept show the redaction.
+    query = endpoints(fleet)["query"]
+    for agent in range(1, 5):
+        raw = _read(f"{query}/api/traces?service=fleet-agent-{agent}&limit=1000&lookback=1h")
+        assert not [s for s in load.secrets if s in raw]
+        assert "github_pat_" not in raw and "wJalrXUtnFEMI" not in raw
+    kept_secret = [
+        t for t, info in load.traces.items() if info["kind"] == "secret" and stored_spans(fleet, t)
+    ]
+    for trace_id in kept_secret:
+        assert "[REDACTED:" in json.dumps(stored_spans(fleet, trace_id))
+    for log in load.logs:  # the agents' own JSON log lines
+        assert not [s for s in load.secrets if s in log.read_text()]
+
+    # `otelhooks traces` reads the blocked calls back from the fleet's query service.
+    shown = subprocess.run(
+        [sys.executable, "-m", "otelhooks", "traces", "--endpoint", query, "--json"]
+        + ["--service", "fleet-agent-1", "--tag", "otelhooks.decision=block", "--limit", "200"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert shown.returncode == 0, shown.stderr
+    listed = {json.loads(line)["trace_id"] for line in shown.stdout.splitlines() if line}
+    blocked = {t for t, i in load.results[0]["traces"].items() if i["kind"] == "blocked"}
+    assert listed == blocked
+
+
+def _read(url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return str(r.read().decode())
+
+
+def _fault_run(fleet: Fleet, tmp_path: Path, fault, heal, runs: int = 60) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
+    """Two agents send only traces that sampling must keep, ``fault`` strikes a third of the
+    way in, ``heal`` runs once they finished; returns (spans lost, store report)."""
+    started = start_agents(fleet, tmp_path, agents=2, runs=runs, mix="keep", pace=0.1)
+    time.sleep(runs * 0.1 / 3)
+    fault()
+    load = finish_agents(started)
+    heal()
+    assert load.total("ended") == load.total("exported"), "an agent lost spans before the fleet"
+    report = wait_for_keep_traces(fleet, load, timeout=240)
+    return lost_spans(fleet, load), report
+
+
+def test_gateway_killed_agents_fail_over_and_nothing_acknowledged_is_lost(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    lost, report = _fault_run(
+        fleet, tmp_path, lambda: fleet.kill("gateway-1"), lambda: fleet.restart("gateway-1")
+    )
+    assert lost == 0, report
+
+
+def test_ingester_killed_the_group_rebalances(fleet: Fleet, tmp_path: Path) -> None:
+    lost, report = _fault_run(
+        fleet, tmp_path, lambda: fleet.kill("ingester-1"), lambda: fleet.restart("ingester-1")
+    )
+    assert lost == 0, report
+
+
+def test_kafka_restarted_gateways_hold_and_resend(fleet: Fleet, tmp_path: Path) -> None:
+    lost, report = _fault_run(
+        fleet, tmp_path, lambda: fleet.restart("kafka"), lambda: None
+    )
+    assert lost == 0, report
+
+
+def test_cassandra_away_for_30_seconds_ingest_backs_off_and_resumes(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    def away() -> None:
+        fleet.stop("cassandra")
+        time.sleep(30)
+        fleet.start("cassandra")
+        fleet.wait_healthy("cassandra")
+
+    lost, report = _fault_run(fleet, tmp_path, away, lambda: None)
+    assert lost == 0, report
+
+
+def test_gateway_restarted_sends_what_its_disk_queue_acknowledged(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    # Kafka is down: the gateways acknowledge into their queues on disk; both are then killed
+    # and restarted, and what they acknowledged reaches the store once Kafka is back.
+    fleet.stop("kafka")
+    load = finish_agents(start_agents(fleet, tmp_path, agents=2, runs=30, mix="keep"))
+    assert load.total("ended") == load.total("exported") > 0
+    for gateway in gateways(fleet):
+        fleet.kill(gateway)
+    fleet.start("kafka")
+    fleet.wait_healthy("kafka")
+    for gateway in gateways(fleet):
+        fleet.start(gateway)
+        fleet.wait_healthy(gateway)
+    report = wait_for_keep_traces(fleet, load, timeout=240)
+    assert lost_spans(fleet, load) == 0, report
