@@ -44,6 +44,7 @@ BENCHMARKS = (
     "peers",
     "mcp",
     "recall",
+    "fleet",
 )
 
 

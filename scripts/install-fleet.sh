@@ -29,7 +29,7 @@ jars() { # name version pom -> prints the lib directory
   need mvn "Maven fetches the $name jars from Maven Central"
   echo "install-fleet: fetching $name $version from Maven Central" >&2
   rm -rf "$dest" && mkdir -p "$dest"
-  mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$dest/lib.tmp" >&2
+  mvn -q -B -Dstyle.color=never -f "$pom" dependency:copy-dependencies -DoutputDirectory="$dest/lib.tmp" >&2
   mv "$dest/lib.tmp" "$dest/lib"
   echo "$want" > "$dest/VERSION"
   echo "$dest/lib"

@@ -2,8 +2,9 @@
 # The whole test suite on a fresh machine: creates .venv, installs the package with its dev
 # extras (the MCP servers from PyPI the tests drive and the documentation tools included), builds
 # (or reuses) the pinned Jaeger binary, installs (or reuses) the pinned npm MCP servers, the
-# trace viewer (Arize Phoenix, in an environment of its own), a headless browser and the secret
-# samples of gitleaks' rules (built once from the Go module proxy), then runs
+# trace viewer (Arize Phoenix, in an environment of its own), a headless browser, the secret
+# samples of gitleaks' rules (built once from the Go module proxy) and the fleet's engines (Kafka
+# and Cassandra jars from Maven Central, the gateway collector from the Go module proxy), then runs
 # ruff, mypy, the strict documentation build and pytest (unit, fault-injection and end-to-end
 # tests, every documentation code sample, and a smoke run of the benchmarks).
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k loop`.
@@ -37,6 +38,13 @@ if browser="$(bash scripts/install-browser.sh)"; then
   export OTELHOOKS_CHROMIUM="$(sed -n 1p <<<"$browser")" OTELHOOKS_BROWSER_NODE_PATH="$(sed -n 2p <<<"$browser")"
 else
   echo "scripts/test.sh: no headless browser; the tests that look at the trace viewer will skip (or fail with OTELHOOKS_REQUIRE_UI=1)" >&2
+fi
+
+if fleet="$(bash scripts/install-fleet.sh)"; then
+  export OTELHOOKS_KAFKA_LIB="$(sed -n 1p <<<"$fleet")" OTELHOOKS_CASSANDRA_LIB="$(sed -n 2p <<<"$fleet")" \
+    OTELHOOKS_GATEWAY_BIN="$(sed -n 3p <<<"$fleet")"
+else
+  echo "scripts/test.sh: no fleet engines (Java 17 + Maven for Kafka and Cassandra, Go for the gateway); the fleet tests will skip (or fail with OTELHOOKS_REQUIRE_FLEET=1)" >&2
 fi
 
 if corpus="$(PYTHON="$PWD/.venv/bin/python" bash scripts/install-secret-corpus.sh)"; then

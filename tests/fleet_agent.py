@@ -6,7 +6,8 @@ spans over OTLP/gRPC to the fleet's gateways, failing over between them.
         --runs 50 --agent 1 --out result.json [--mix all|keep] [--pace 0.05]
 
 Writes what it sent: spans ended/exported/failed/dropped, and per trace its span count and kind
-(``plain``, ``secret``, ``blocked``, ``failing``), plus the secrets its tools returned.
+(``plain``, ``secret``, ``blocked``, ``failing``) and the end of its root span (Unix s), plus
+the secrets its tools returned.
 """
 
 from __future__ import annotations
@@ -147,17 +148,22 @@ async def main() -> int:
     stats = setup.shutdown()
     per_trace: Counter[str] = Counter()
     kind_of: dict[str, str] = {}
+    ended_at: dict[str, float] = {}
     for span in memory.get_finished_spans():
         trace_id = format(span.context.trace_id, "032x")
         per_trace[trace_id] += 1
         if span.parent is None:
             kind_of[trace_id] = str(span.name).removeprefix("invoke_agent fleet-")
+            ended_at[trace_id] = (span.end_time or 0) / 1e9
     result = {
         "ended": stats.ended,
         "exported": stats.exported,
         "failed": stats.failed,
         "dropped": stats.dropped,
-        "traces": {t: {"spans": n, "kind": kind_of.get(t, "?")} for t, n in per_trace.items()},
+        "traces": {
+            t: {"spans": n, "kind": kind_of.get(t, "?"), "end": ended_at.get(t, 0.0)}
+            for t, n in per_trace.items()
+        },
         "secrets": [AWS_SECRET, *secrets],
     }
     Path(args.out).write_text(json.dumps(result))

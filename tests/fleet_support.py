@@ -97,10 +97,18 @@ class Load:
 
 
 def start_agents(
-    fleet: Fleet, folder: Path, agents: int, runs: int, mix: str = "all", pace: float = 0.0
+    fleet: Fleet,
+    folder: Path,
+    agents: int,
+    runs: int,
+    mix: str = "all",
+    pace: float = 0.0,
+    targets: str = "",
 ) -> list[tuple[subprocess.Popen[bytes], Path, Path]]:
+    """Start ``agents`` agent processes sending to ``targets`` (comma-separated OTLP/gRPC
+    endpoints; default: the fleet's gateways)."""
     folder.mkdir(parents=True, exist_ok=True)
-    targets = ",".join(endpoints(fleet)["otlp_grpc"])
+    targets = targets or ",".join(endpoints(fleet)["otlp_grpc"])
     started = []
     for i in range(agents):
         out, log = folder / f"agent-{i + 1}.json", folder / f"agent-{i + 1}.log"
@@ -121,16 +129,26 @@ def finish_agents(started: list[tuple[subprocess.Popen[bytes], Path, Path]]) -> 
     return load
 
 
-def stored_spans(fleet: Fleet, trace_id: str) -> list[dict[str, Any]]:
+def stored_spans(fleet: Fleet, trace_id: str, patience: float = 60.0) -> list[dict[str, Any]]:
+    """The spans the store holds for ``trace_id`` ([] for none). While the query service cannot
+    reach Cassandra (a 5xx, e.g. just after Cassandra came back) it asks again for up to
+    ``patience`` s."""
     url = f"{endpoints(fleet)['query']}/api/traces/{trace_id}"
-    try:
-        with urllib.request.urlopen(url, timeout=10) as r:
-            data = json.load(r)["data"]
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return []
-        raise
-    return [span for trace in data for span in trace["spans"]]
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                data = json.load(r)["data"]
+            return [span for trace in data for span in trace["spans"]]
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return []
+            if exc.code < 500 or time.monotonic() > deadline:
+                raise
+        except urllib.error.URLError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(1)
 
 
 def store_report(fleet: Fleet, load: Load) -> dict[str, dict[str, int]]:
@@ -159,7 +177,9 @@ def wait_for_keep_traces(fleet: Fleet, load: Load, timeout: float = 180.0) -> di
     while True:
         report = store_report(fleet, load)
         waiting = sum(
-            n for kind in ("blocked", "failing") for s, n in report.get(kind, {}).items()
+            n
+            for kind in ("blocked", "failing")
+            for s, n in report.get(kind, {}).items()
             if s != "complete"
         )
         if not waiting or time.monotonic() > deadline:
@@ -167,11 +187,22 @@ def wait_for_keep_traces(fleet: Fleet, load: Load, timeout: float = 180.0) -> di
         time.sleep(2)
 
 
-def lost_spans(fleet: Fleet, load: Load, kinds: tuple[str, ...] = ("blocked", "failing")) -> int:
-    """Spans of the traces of ``kinds`` that the agents exported and the store does not hold."""
-    lost = 0
+def lost(fleet: Fleet, load: Load, kinds: tuple[str, ...] = ("blocked", "failing")) -> Lost:
+    """What of the traces of ``kinds`` the agents exported the store does not hold."""
+    result = Lost()
     for trace_id, info in load.traces.items():
         if info["kind"] in kinds:
             held = {s["spanID"] for s in stored_spans(fleet, trace_id)}
-            lost += info["spans"] - len(held)
-    return lost
+            result.sent += info["spans"]
+            result.spans += info["spans"] - len(held)
+            result.traces += len(held) < info["spans"]
+    return result
+
+
+@dataclass
+class Lost:
+    """Spans sent, spans lost, traces with a span lost."""
+
+    sent: int = 0
+    spans: int = 0
+    traces: int = 0

@@ -1,4 +1,5 @@
-"""The ``otelhooks`` command: one module per subcommand (``demo``, ``traces``, ``mcp``, ``ui``, ``fleet``).
+"""The ``otelhooks`` command: one module per subcommand (``demo``, ``traces``, ``mcp``, ``ui``,
+``fleet``).
 
 Each subcommand module has ``add_parser(subparsers)`` and ``run(args) -> int``. A subcommand
 whose optional dependencies are missing says, in one line on stderr, what to install, and exits

@@ -150,7 +150,10 @@ class Fleet:
         """Start one component (not waiting for it); a clear error if a port of its is taken."""
         component = self.components[name]
         check_ports([component])
+        # The fleet's processes are not agents: none of the user's OTEL_* settings, and no
+        # traces of their own sent to whatever listens on the default OTLP port.
         env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+        env.update({"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"})
         env.update(component.env)
         Path(component.log).parent.mkdir(parents=True, exist_ok=True)
         with open(component.log, "ab") as out:
