@@ -1,10 +1,13 @@
 """Benchmark 8, in its own process: a burst of tool calls with a logger writing to stdout.
 
-python -m benchmarks.burst_child otelhooks-defaults|sdk-defaults N  > /dev/null
+python -m benchmarks.burst_child otelhooks-defaults|sdk-defaults|sustained N  > /dev/null
 
 The spans go through ``setup_tracing`` to an exporter that is reachable but, like a network, takes
-a millisecond per batch; the structlog events of every call are printed to stdout, competing with
-the batch worker for the GIL. Prints (to stderr) how many spans ended, were exported and dropped.
+a millisecond per batch; the structlog events of every call are printed to stdout as JSON through
+the redacting processor, competing with the batch worker for the GIL. The burst modes start all
+N calls at once; ``sustained`` makes them one after another in a tight loop (the process makes
+spans for as long as it runs, so no queue size is enough by itself) to an exporter that takes
+no time at all. Prints (to stderr) how many spans ended, were exported and dropped.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ from otelhooks.telemetry.tracing import setup_tracing
 SDK_DEFAULTS = {"max_queue_size": 2048, "schedule_delay_millis": 5000, "max_export_batch_size": 512}
 
 
+class NullExporter(SpanExporter):
+    """Accepts every batch at once."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
 class NetworkLikeExporter(SpanExporter):
     """Accepts every batch after a millisecond, as a collector on the same network would."""
 
@@ -40,7 +50,7 @@ class NetworkLikeExporter(SpanExporter):
 def main(mode: str, n: int) -> None:
     redactor = Redactor()
     setup = setup_tracing(
-        NetworkLikeExporter(),
+        NullExporter() if mode == "sustained" else NetworkLikeExporter(),
         redactor=redactor,
         batch_options=SDK_DEFAULTS if mode == "sdk-defaults" else None,
     )
@@ -56,6 +66,10 @@ def main(mode: str, n: int) -> None:
     executor = ToolExecutor(make_registry(), hooks, tracer_provider=setup.provider)
 
     async def burst() -> None:
+        if mode == "sustained":
+            for i in range(n):
+                await executor.execute(ToolCall(f"c{i}", "echo", {"text": f"t{i}"}))
+            return
         await asyncio.gather(
             *(executor.execute(ToolCall(f"c{i}", "echo", {"text": f"t{i}"})) for i in range(n))
         )

@@ -161,6 +161,11 @@ class CountingExporter(SpanExporter):
             logger.warning("spans reach %s again", self.stats.destination)
         return result
 
+    @property
+    def failing(self) -> bool:
+        """Whether the last export failed."""
+        return self._failing
+
     def shutdown(self) -> None:
         """Shut the inner exporter down."""
         self.inner.shutdown()
@@ -178,6 +183,14 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
     large queue gets up to ``max_drain`` seconds): with an endpoint that is down or silent,
     shutdown returns within about ``shutdown_timeout``, and what was not sent is dropped and
     counted as dropped by :class:`ExportStats`.
+
+    A full queue pushes back instead of dropping while the exporter is healthy: the span that
+    finds the queue full waits (at most ``max_block`` seconds) for the worker to make room, so
+    a process that makes spans faster than a live exporter takes them is slowed to its pace
+    rather than losing spans. With the exporter failing it never waits. A span still without
+    room is dropped (the newest, not the oldest), counted in :class:`ExportStats`, in the SDK's
+    ``otel.sdk.processor.span.processed`` metric (``error.type=queue_full``) when a meter
+    provider is given, and warned about once per episode instead of once per span.
     """
 
     def __init__(
@@ -186,12 +199,59 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
         *,
         shutdown_timeout: float,
         max_drain: float = 60.0,
+        max_block: float = 0.1,
+        meter_provider: Any = None,
         **options: Any,
     ) -> None:
-        super().__init__(exporter, **options)
+        super().__init__(exporter, meter_provider=meter_provider, **options)
         self.counting = exporter
         self.shutdown_timeout = shutdown_timeout
         self.max_drain = max_drain
+        self.max_block = max_block
+        self._dropping = False
+        if meter_provider is not None:  # count drops whatever OTEL_PYTHON_SDK_INTERNAL_... says
+            from opentelemetry.sdk._shared_internal._processor_metrics import (
+                create_processor_metrics,
+            )
+            from opentelemetry.semconv._incubating.attributes.otel_attributes import (
+                OtelComponentTypeValues,
+            )
+
+            batch = self._batch_processor
+            batch._metrics = create_processor_metrics(
+                "traces",
+                OtelComponentTypeValues.BATCHING_SPAN_PROCESSOR,
+                meter_provider,
+                capacity=batch._max_queue_size,
+                enabled=True,
+            )
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Queue the span; wait for room while the exporter is healthy (see the class)."""
+        if not (span.context and span.context.trace_flags.sampled):
+            return
+        batch = self._batch_processor
+        queue, size = batch._queue, batch._max_queue_size
+        if len(queue) >= size and not batch._shutdown:
+            if not self.counting.failing:
+                batch._worker_awaken.set()
+                deadline = time.monotonic() + self.max_block
+                while len(queue) >= size and time.monotonic() < deadline:
+                    time.sleep(0.0005)
+            if len(queue) >= size:
+                batch._metrics.drop_items(1)
+                if not self._dropping:
+                    self._dropping = True
+                    logger.warning(
+                        "the span queue is full (%d spans) and %s does not take them fast "
+                        "enough: spans are dropped and counted until it catches up",
+                        size,
+                        self.counting.stats.destination or "the exporter",
+                    )
+                return
+        if self._dropping and len(queue) < size // 2:
+            self._dropping = False
+        batch.emit(span)
 
     def shutdown(self) -> None:
         """Drain the queue while exports succeed, within the shutdown bound; count what is left as
@@ -438,6 +498,16 @@ def setup_tracing(
             )
     stats.destination = " and ".join(destinations)
 
+    meter_provider, metrics_where = _meter_provider(
+        metrics,
+        resource,
+        otlp_endpoint
+        if otlp_endpoint is None or isinstance(otlp_endpoint, str)
+        else otlp_endpoint[0],
+        otlp_protocol,
+        export_timeout,
+        console_out,
+    )
     options = batch_options_from_env(DEFAULT_BATCH)
     options.update(batch_options or {})
     options["max_export_batch_size"] = min(
@@ -450,7 +520,12 @@ def setup_tracing(
         counting = counting or wrapped
         if batch and inner is not memory:
             chain.append(
-                BoundedBatchSpanProcessor(wrapped, shutdown_timeout=shutdown_timeout, **options)
+                BoundedBatchSpanProcessor(
+                    wrapped,
+                    shutdown_timeout=shutdown_timeout,
+                    meter_provider=meter_provider,
+                    **options,
+                )
             )
         else:
             chain.append(SimpleSpanProcessor(wrapped))
@@ -461,16 +536,6 @@ def setup_tracing(
     for processor in chain:
         provider.add_span_processor(processor)
 
-    meter_provider, metrics_where = _meter_provider(
-        metrics,
-        resource,
-        otlp_endpoint
-        if otlp_endpoint is None or isinstance(otlp_endpoint, str)
-        else otlp_endpoint[0],
-        otlp_protocol,
-        export_timeout,
-        console_out,
-    )
     if set_global and meter_provider is not None:
         from opentelemetry import metrics as metrics_api
 

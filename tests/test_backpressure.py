@@ -1,0 +1,93 @@
+"""A full span queue pushes back while the exporter is healthy and drops (counted in
+ExportStats and in the SDK's processor metric, warned once) when it is failing."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from otelhooks.telemetry.tracing import BoundedBatchSpanProcessor, CountingExporter, ExportStats
+
+
+class Slow(SpanExporter):
+    """Takes a batch in 2 ms (succeeding) or refuses it (failing)."""
+
+    def __init__(self, succeed: bool = True) -> None:
+        self.succeed = succeed
+        self.received = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        time.sleep(0.002)
+        if not self.succeed:
+            return SpanExportResult.FAILURE
+        self.received += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+OPTIONS = {"max_queue_size": 64, "max_export_batch_size": 32, "schedule_delay_millis": 50}
+
+
+def _burst(processor: object, n: int) -> None:
+    provider = TracerProvider()
+    provider.add_span_processor(processor)  # type: ignore[arg-type]
+    tracer = provider.get_tracer("test")
+    for i in range(n):
+        with tracer.start_as_current_span(f"s{i}"):
+            pass
+    provider.shutdown()
+
+
+def test_a_healthy_exporter_slower_than_the_loop_loses_nothing() -> None:
+    exporter, stats = Slow(), ExportStats()
+    processor = BoundedBatchSpanProcessor(
+        CountingExporter(exporter, stats), shutdown_timeout=5, **OPTIONS
+    )
+    stats.ended = 3000
+    _burst(processor, 3000)
+    assert exporter.received == 3000
+    assert stats.dropped == 0
+
+
+def test_the_sdk_processor_alone_drops_under_the_same_load() -> None:
+    exporter = Slow()
+    _burst(BatchSpanProcessor(exporter, **OPTIONS), 3000)  # the baseline this class fixes
+    assert exporter.received < 3000
+
+
+def test_a_failing_exporter_never_holds_the_caller_and_drops_are_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    stats = ExportStats()
+    processor = BoundedBatchSpanProcessor(
+        CountingExporter(Slow(succeed=False), stats),
+        shutdown_timeout=0.5,
+        meter_provider=meters,
+        **OPTIONS,
+    )
+    processor.counting.export([])  # the exporter has failed once: no waiting from now on
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="otelhooks.telemetry.tracing"):
+        _burst(processor, 2000)
+    assert time.monotonic() - started < 5  # 2,000 spans never waited 0.1 s each
+    full = [r for r in caplog.records if "span queue is full" in r.getMessage()]
+    assert len(full) == 1
+    data = reader.get_metrics_data()
+    points = [
+        p
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "otel.sdk.processor.span.processed"
+        for p in m.data.data_points
+        if p.attributes.get("error.type") == "queue_full"
+    ]
+    assert points and sum(p.value for p in points) > 0
