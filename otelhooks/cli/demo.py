@@ -33,6 +33,7 @@ CASE_HELP = (
     "every case but mcp (the default)"
 )
 DEMO_SERVICE_NAME = "otelhooks-demo"
+DEMO_EXPORT_TIMEOUT_S = 1.0
 
 
 def add_parser(sub: Any) -> None:
@@ -66,7 +67,8 @@ def add_parser(sub: Any) -> None:
         "--export-timeout",
         type=float,
         default=None,
-        help="seconds one OTLP export may take with its retries (default 2)",
+        help="seconds one OTLP export may take with its retries (default: "
+        "OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT, else 1: the demo's collector is a local one)",
     )
     demo.add_argument(
         "--service-name",
@@ -130,6 +132,15 @@ def quiet_exporter_logs() -> None:
     logging.getLogger("opentelemetry.sdk").setLevel(logging.CRITICAL)
 
 
+def _export_timeout(given: float | None) -> float | None:
+    """The demo's export timeout: given, the standard variables', else 1 s (a short run against
+    a local collector: a dead one costs one second at the end, not two)."""
+    if given is not None:
+        return given
+    variables = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
+    return None if any(os.environ.get(v) for v in variables) else DEMO_EXPORT_TIMEOUT_S
+
+
 def run(args: argparse.Namespace) -> int:
     if not args.ui:
         return run_demo(args)
@@ -190,7 +201,7 @@ def run_demo(args: argparse.Namespace, *, openinference: bool | None = None) -> 
             default_service_name=DEMO_SERVICE_NAME,
             otlp_endpoint=args.otlp_endpoint,
             otlp_protocol=args.otlp_protocol,
-            export_timeout=args.export_timeout,
+            export_timeout=_export_timeout(args.export_timeout),
             redactor=redactor,
             processors=[SimpleSpanProcessor(tree)],
             # console: export once at the end, after the transcripts, not interleaved with them

@@ -131,6 +131,7 @@ class CountingExporter(SpanExporter):
         self.inner = inner
         self.stats = stats
         self.last_success = float("-inf")  # time.monotonic() of the last successful export
+        self.last_failure = float("-inf")  # and of the last failed one
         self._failing = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -147,6 +148,7 @@ class CountingExporter(SpanExporter):
                 recovered, self._failing = self._failing, False
                 failed_first = False
             else:
+                self.last_failure = time.monotonic()
                 self.stats.failed += len(spans)
                 self.stats.failed_batches += 1
                 failed_first, self._failing = not self._failing, True
@@ -180,8 +182,9 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
 
     The SDK's waits up to 30 s whatever the endpoint does. This one waits ``shutdown_timeout``
     seconds, and longer only while the exporter keeps succeeding (a live endpoint draining a
-    large queue gets up to ``max_drain`` seconds): with an endpoint that is down or silent,
-    shutdown returns within about ``shutdown_timeout``, and what was not sent is dropped and
+    large queue gets up to ``max_drain`` seconds); it stops at the first export that fails
+    while draining. With an endpoint that is down or silent, shutdown returns within about
+    ``shutdown_timeout`` (down: within one export timeout), and what was not sent is dropped and
     counted as dropped by :class:`ExportStats`.
 
     A full queue pushes back instead of dropping while the exporter is healthy: the span that
@@ -266,6 +269,8 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
         while batch._worker_thread.is_alive():
             batch._worker_thread.join(0.05)
             now = time.monotonic()
+            if self.counting.last_failure >= started:
+                break  # an export failed while draining: the rest would wait out the same
             if now < deadline:
                 continue
             healthy = now - self.counting.last_success < self.shutdown_timeout

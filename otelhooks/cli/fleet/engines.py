@@ -75,13 +75,13 @@ def find_engines(install: bool = False) -> Engines:
             )
             if done.returncode != 0:
                 raise FleetError(f"scripts/{script} failed (exit {done.returncode}); see above")
-    jaeger_cache = os.environ.get("OTELHOOKS_JAEGER_CACHE")
-    jaeger = (
-        Path(os.environ["OTELHOOKS_JAEGER_BIN"])
-        if os.environ.get("OTELHOOKS_JAEGER_BIN")
-        else (Path(jaeger_cache) / JAEGER_VERSION / "jaeger" if jaeger_cache else None)
-        or (root / ".cache" / "jaeger" / JAEGER_VERSION / "jaeger" if root else None)
-    )
+    jaeger: Path | None = None
+    if os.environ.get("OTELHOOKS_JAEGER_BIN"):
+        jaeger = Path(os.environ["OTELHOOKS_JAEGER_BIN"])
+    elif os.environ.get("OTELHOOKS_JAEGER_CACHE"):
+        jaeger = Path(os.environ["OTELHOOKS_JAEGER_CACHE"]) / JAEGER_VERSION / "jaeger"
+    elif root is not None:
+        jaeger = root / ".cache" / "jaeger" / JAEGER_VERSION / "jaeger"
     found = {
         "Kafka": _cached(root, "OTELHOOKS_KAFKA_LIB", "kafka", KAFKA_VERSION, "lib"),
         "Cassandra": _cached(
