@@ -9,7 +9,8 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         started.down()
 
 
-def wait_until(predicate, timeout: float = 120.0, every: float = 1.0) -> bool:  # type: ignore[no-untyped-def]
+def wait_until(predicate: Callable[[], bool], timeout: float = 120.0, every: float = 1.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -129,15 +130,18 @@ def test_four_agents_every_span_accounted_for_at_each_tier(fleet: Fleet, tmp_pat
 
 
 def _read(url: str) -> str:
-    import urllib.request
-
     with urllib.request.urlopen(url, timeout=30) as r:
         return str(r.read().decode())
 
 
 def _fault_run(
-    fleet: Fleet, tmp_path: Path, name: str, fault, heal, runs: int = 60
-) -> tuple[Lost, dict]:  # type: ignore[no-untyped-def]
+    fleet: Fleet,
+    tmp_path: Path,
+    name: str,
+    fault: Callable[[], None],
+    heal: Callable[[], None],
+    runs: int = 60,
+) -> tuple[Lost, dict[str, dict[str, int]]]:
     """Two agents send only traces that sampling must keep (blocked and failing calls) at 10
     runs/s each, ``fault`` strikes a third of the way in, ``heal`` runs once they finished;
     returns what was lost and the store report (also printed: the fault's record)."""
