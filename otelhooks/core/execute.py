@@ -41,6 +41,7 @@ from .chain import (
     run_after_chain,
     run_before_chain,
 )
+from .deadline import deadline
 from .handler import as_result, bound, collect, error_result, error_text, run_unobserved
 from .hooks import (
     AfterToolCallContext,
@@ -288,7 +289,7 @@ class ToolExecutor:
         with p.trace.phase(A.SPAN_RUN) as phase, phase.current():
             timeout, in_thread = bound(p.timeout, p.args, tool, self.tool_timeout)
             try:
-                async with asyncio.timeout(timeout):
+                with deadline(timeout):
                     value = await self._invoke(p, tool, phase, in_thread)
                 return as_result(p.call, value)
             except TimeoutError:

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from ..telemetry.content import to_json_text
 from .cancel import CancelSignal
+from .deadline import deadline
 from .messages import ToolCall, ToolResult
 from .tools import InvalidArguments, Tool, ToolOutput, ToolRegistry
 
@@ -63,7 +64,10 @@ async def run_unobserved(
         args = tool.validate(call.arguments)
     except InvalidArguments as exc:
         return error_result(call, f"error: invalid arguments for tool {tool.name!r}: {exc}")
-    if tool.is_async or tool.blocking or tool.timeout is not None or timeout is not None:
+    plain = timeout is None and tool.timeout is None and not tool.blocking
+    if plain and TIMEOUT_ARGUMENT not in args:  # the executor's default, for async tools only
+        limit, in_thread = (default if tool.is_async else None), False
+    elif not plain or tool.is_async:
         limit, in_thread = bound(timeout, args, tool, default)
     else:  # a plain sync tool (its timeout argument, if any, cannot start a thread)
         limit, in_thread = None, False
@@ -72,8 +76,11 @@ async def run_unobserved(
             value = tool.call(args, tool_call_id=call.id, signal=_UNWATCHED)
             if type(value) not in _PLAIN and inspect.isawaitable(value):
                 value = await value
+        elif tool.is_async:
+            with deadline(limit):
+                value = await tool.call(args, tool_call_id=call.id, signal=_UNWATCHED)
         else:
-            async with asyncio.timeout(limit):
+            with deadline(limit):
                 value = await registry.run(
                     tool, args, tool_call_id=call.id, signal=_UNWATCHED, in_thread=in_thread
                 )
