@@ -39,7 +39,7 @@ class ToolCall:
     arguments: Mapping[str, Any] | str = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class ToolResult:
     """What one tool call gives back to the model.
 
@@ -58,6 +58,34 @@ class ToolResult:
     terminate: bool = False
     media: tuple[MediaContent, ...] = ()
     role: Literal["toolResult"] = "toolResult"
+
+    def __init__(
+        self,
+        tool_call_id: str,
+        tool_name: str,
+        content: str,
+        details: Any = None,
+        is_error: bool = False,
+        terminate: bool = False,
+        media: tuple[MediaContent, ...] = (),
+        role: Literal["toolResult"] = "toolResult",
+    ) -> None:
+        # Every call makes one: the slots are set directly, not through the frozen
+        # dataclass's object.__setattr__ per field (about a third of the cost).
+        s = _TOOL_RESULT_SLOTS
+        s[0](self, tool_call_id)
+        s[1](self, tool_name)
+        s[2](self, content)
+        s[3](self, details)
+        s[4](self, is_error)
+        s[5](self, terminate)
+        s[6](self, media)
+        s[7](self, role)
+
+
+_TOOL_RESULT_SLOTS: tuple[Any, ...] = tuple(
+    getattr(ToolResult, name).__set__ for name in ToolResult.__slots__
+)
 
 
 @dataclass(frozen=True, slots=True)
