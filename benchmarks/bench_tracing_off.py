@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from typing import Any
 
 from opentelemetry import trace
@@ -9,47 +11,84 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import NoOpTracerProvider
 
-from benchmarks.floors import echo, make_registry
+from benchmarks.floors import echo
 from benchmarks.harness import Report, compare
-from otelhooks import Hooks, ToolCall, ToolExecutor
+from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry
 
 NAME = "tracing_off"
 NUMBER = "2"
 TITLE = "Tracing off (no hooks): API no-op and a non-recording sampler"
 
 
+async def aecho(text: str) -> str:
+    """Return the text unchanged (an async tool)."""
+    return text
+
+
 def run(report: Report, quick: bool) -> None:
     n, repeats = (500, 3) if quick else (1000, 31)
     out: dict[str, Any] = {}
-    for label, provider in (
-        ("no-op API", NoOpTracerProvider()),
-        ("sampler off", TracerProvider(sampler=ALWAYS_OFF)),
+    handler: Any
+    for label, provider, handler in (
+        ("no-op API", NoOpTracerProvider(), echo),
+        ("no-op API, async tool", NoOpTracerProvider(), aecho),
+        ("sampler off", TracerProvider(sampler=ALWAYS_OFF), echo),
     ):
         tracer = trace.get_tracer("floor", tracer_provider=provider)
-        executor = ToolExecutor(make_registry(), Hooks(), tracer_provider=provider)
+        registry = ToolRegistry()
+        registry.register(handler, name="echo")
+        executor = ToolExecutor(registry, Hooks(), tracer_provider=provider)
 
-        async def bare(call: ToolCall) -> str:
-            return echo(**call.arguments)  # type: ignore[arg-type]
+        if handler is aecho:
 
-        async def four_noop_spans(call: ToolCall, tracer: Any = tracer) -> str:
+            async def run_handler(call: ToolCall) -> str:
+                return await aecho(**call.arguments)  # type: ignore[arg-type]
+
+        else:
+
+            async def run_handler(call: ToolCall) -> str:
+                return echo(**call.arguments)  # type: ignore[arg-type]
+
+        async def four_noop_spans(
+            call: ToolCall,
+            tracer: Any = tracer,
+            is_async: bool = handler is aecho,
+            timed: bool = False,
+        ) -> str:
             span = tracer.start_span("execute_tool echo")
             ctx = trace.set_span_in_context(span)
             for name in ("before", "run", "after"):
                 child = tracer.start_span(name, ctx)
                 if name == "run":
-                    result = echo(**call.arguments)  # type: ignore[arg-type]
+                    if timed:  # the bound otelhooks puts on every async call (180 s)
+                        async with asyncio.timeout(180.0):
+                            result = await aecho(**call.arguments)  # type: ignore[arg-type]
+                    elif is_async:
+                        result = await aecho(**call.arguments)  # type: ignore[arg-type]
+                    else:
+                        result = echo(**call.arguments)  # type: ignore[arg-type]
                 child.end()
             span.end()
             return result
 
-        comparison = compare(
-            {"otelhooks": executor.execute, "4 spans": four_noop_spans, "bare": bare}, n, repeats
-        )
+        sides = {"otelhooks": executor.execute, "4 spans": four_noop_spans, "bare": run_handler}
+        if handler is aecho:
+            sides["4 spans, timeout"] = functools.partial(four_noop_spans, timed=True)
+        comparison = compare(sides, n, repeats)
         result = comparison.medians
         ratio = comparison.ratio("otelhooks", "4 spans")
         out[label] = {"us_per_call": result, "ratio_to_4_spans": ratio, "target": 1.5}
+        if handler is aecho:
+            timed_ratio = comparison.ratio("otelhooks", "4 spans, timeout")
+            out[label]["ratio_to_4_spans_with_timeout"] = timed_ratio
         report.row(f"{label}: bare call", f"{result['bare']:.2f} µs")
         report.row(f"{label}: 4 spans by hand", f"{result['4 spans']:.2f} µs")
         report.row(f"{label}: otelhooks", f"{result['otelhooks']:.2f} µs")
         report.row(f"{label}: ratio otelhooks / 4 spans", f"{ratio:.2f}×", "target ≤ 1.5×")
+        if handler is aecho:
+            report.row(
+                f"{label}: 4 spans and asyncio.timeout by hand",
+                f"{result['4 spans, timeout']:.2f} µs",
+            )
+            report.row(f"{label}: ratio otelhooks / that", f"{timed_ratio:.2f}×", "report")
     report.results["tracing_off"] = out
