@@ -53,8 +53,8 @@ else
   echo "scripts/test.sh: no secret corpus; the recall tests will skip (or fail with OTELHOOKS_REQUIRE_SECRET_CORPUS=1)" >&2
 fi
 
-.venv/bin/ruff check otelhooks tests examples benchmarks
-.venv/bin/ruff format --check otelhooks tests examples benchmarks
+.venv/bin/ruff check otelhooks _otelhooks_pytest.py tests examples benchmarks
+.venv/bin/ruff format --check otelhooks _otelhooks_pytest.py tests examples benchmarks
 .venv/bin/mypy
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import sys
 import time
 import weakref
-import sys
 from asyncio import CancelledError, get_running_loop
 from collections.abc import Callable
 from types import TracebackType
@@ -35,7 +35,7 @@ if sys.version_info >= (3, 12):  # asyncio.current_task is C code from 3.12
         asyncio.current_task
     )
 else:  # 3.11's is a Python function that looks the loop up again: go to its table directly
-    from asyncio.tasks import _current_tasks
+    from asyncio.tasks import _current_tasks  # type: ignore[attr-defined]
 
     _task_of = _current_tasks.get
 
