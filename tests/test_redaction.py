@@ -267,3 +267,28 @@ def test_property_no_planted_secret_leaves_through_spans_events_or_logs(
     everything = _everything(tracing, results, log_out)
     for secret in secrets:
         assert secret not in everything
+
+
+def test_the_evidence_a_mapping_gives_is_remembered_and_an_id_gives_none() -> None:
+    import re
+
+    from otelhooks.builtin.secret_context import PROXIMITY_WORDS
+    from otelhooks.builtin.secret_keys import _CREDENTIAL_TAILS
+
+    # Ids (trace, span, commit) are skipped when a mapping's evidence is computed: sound only
+    # while no word that names a service or a credential is bare hex.
+    bare_hex = re.compile("[0-9a-f]+")
+    assert not [w for w in PROXIMITY_WORDS if bare_hex.fullmatch(w)]
+    assert not [t for t in _CREDENTIAL_TAILS if all(bare_hex.fullmatch(s) for s in t)]
+    redactor = Redactor()
+    hex_key = "5c33ca9e276cef2e76ff9b36a657575e"  # the shape of a Datadog API key
+    for _ in range(2):  # computed, then remembered: the same answer
+        near_a_service = {"integration": "datadog", "value": hex_key}
+        assert redactor.redact(near_a_service) == (
+            {"integration": "datadog", "value": "[REDACTED:secret]"},
+            ["value"],
+        )
+        ids = {"trace_id": hex_key, "span_id": hex_key[:16], "event": "tool_call.completed"}
+        assert redactor.redact(ids) == (ids, [])
+        named = {"DATADOG_API_KEY": "abc", "note": "hi"}
+        assert redactor.redact(named)[1] == ["DATADOG_API_KEY"]

@@ -392,6 +392,8 @@ class Redactor:
     _service_words: frozenset[str] = field(init=False, repr=False, default=frozenset())
     _order: dict[int, int] = field(init=False, repr=False, default_factory=dict)
     _known: dict[int, str] = field(init=False, repr=False, default_factory=dict)
+    _key_hints: dict[str, int] = field(init=False, repr=False, default_factory=dict)
+    _value_hints: dict[str, int] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         base = PATTERNS if self.use_defaults else ()
@@ -847,17 +849,46 @@ def _mapping_hint(value: Mapping[Any, Any], redactor: Redactor) -> int:
     credential (``{"name": "DATADOG_API_KEY", "value": ...}``), weak when one names a service
     or an API, else none."""
     best = 0
+    keys, values = redactor._key_hints, redactor._value_hints
     for key, item in value.items():
-        for text in (key, item):
-            if type(text) is not str or not 2 <= len(text) <= _HINT_VALUE_MAX:
-                continue
-            # a value that names a credential, or a key the redactor would redact for its name
-            if classify(text) is not None and (text is item or redactor.key_tier(text)):
-                return STRONG
-            best = max(best, min(proximity_strength(text), STRONG))
-            if best == STRONG:
-                return best
+        if type(key) is str:
+            strength = keys.get(key)
+            if strength is None:
+                strength = _text_hint(key, redactor, keys, as_key=True)
+            if strength > best:
+                if strength == STRONG:
+                    return STRONG
+                best = strength
+        if type(item) is str:
+            strength = values.get(item)
+            if strength is None:
+                strength = _text_hint(item, redactor, values, as_key=False)
+            if strength > best:
+                if strength == STRONG:
+                    return STRONG
+                best = strength
     return best
+
+
+def _text_hint(text: str, redactor: Redactor, cache: dict[str, int], *, as_key: bool) -> int:
+    """The evidence one key or value gives (see :func:`_mapping_hint`), remembered in ``cache``:
+    the keys and short values of log events and results recur."""
+    if not 2 <= len(text) <= _HINT_VALUE_MAX:
+        return 0  # not remembered: long values are mostly unique
+    if len(text) >= 16 and _HEX_ID.fullmatch(text) is not None:
+        return 0  # a trace, span or commit id, not remembered: no name or word is bare hex
+    # a value that names a credential, or a key the redactor would redact for its name
+    if classify(text) is not None and (not as_key or redactor.key_tier(text)):
+        strength = STRONG
+    else:
+        strength = min(proximity_strength(text), STRONG)
+    if len(cache) >= _HINT_CACHE_MAX:
+        cache.clear()
+    cache[text] = strength
+    return strength
+
+
+_HINT_CACHE_MAX: Final = 10_000
 
 
 def _public_key(key: Any) -> bool:
