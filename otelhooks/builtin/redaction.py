@@ -393,6 +393,7 @@ class Redactor:
     _order: dict[int, int] = field(init=False, repr=False, default_factory=dict)
     _known: dict[int, str] = field(init=False, repr=False, default_factory=dict)
     _key_hints: dict[str, int] = field(init=False, repr=False, default_factory=dict)
+    _plain_keys: dict[str, bool] = field(init=False, repr=False, default_factory=dict)
     _value_hints: dict[str, int] = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -519,6 +520,16 @@ class Redactor:
             return new_text, kinds
         replaced, more = _replace(new_text, spans)
         return replaced, kinds + more
+
+    def _plain_key(self, key: str) -> bool:
+        """Whether a value under ``key`` that no format can be in (short, known clean, not
+        text) needs no look: not a credential name, not long enough to hide one, not an
+        identifier (a text known clean is not known clean as a name); remembered."""
+        plain = self.key_tier(key) is None and len(key) < 16 and key not in IDENTIFIER_KEYS
+        if len(self._plain_keys) >= _HINT_CACHE_MAX:
+            self._plain_keys.clear()
+        self._plain_keys[key] = plain
+        return plain
 
     def _remember(self, text: str) -> None:
         known = self._known
@@ -726,21 +737,28 @@ class Redactor:
         secret_data = _is_kubernetes_secret(value)
         plain = self.callback is None
         known = self._known
+        plain_keys = self._plain_keys
         for key, item in value.items():
-            tier = self.key_tier(key) if isinstance(key, str) else None
             if (  # the common case, decided without building the item's path
                 plain
-                and tier is None
-                and (type(key) is not str or len(key) < 16)
                 and (
                     item is None
                     or type(item) in _INERT
                     or (
                         type(item) is str
                         and (len(item) < _MIN_SECRET_LEN or known.get(id(item)) is item)
-                        and key not in IDENTIFIER_KEYS  # known clean as text, not as a name
                     )
                 )
+                and type(key) is str
+                and ((seen := plain_keys.get(key)) or (seen is None and self._plain_key(key)))
+            ):
+                continue
+            tier = self.key_tier(key) if isinstance(key, str) else None
+            if (
+                plain
+                and tier is None
+                and type(key) is not str
+                and (item is None or type(item) in _INERT)
             ):
                 continue
             sub_path = f"{path}.{key}" if path else str(key)
@@ -760,25 +778,23 @@ class Redactor:
             ):
                 new = redacted(tier[1])
                 paths.append(sub_path)
+            elif key in IDENTIFIER_KEYS and type(item) is str:
+                new, kinds = self.redact_identifier(item, sub_path)
+                if kinds:
+                    paths.append(sub_path)
             else:
-                if own < 0:
+                # what the mapping says is needed to walk what can hold more (a mapping, a
+                # list, JSON text), and below for a text no known format was found in
+                if own < 0 and not (type(item) is str and item[:1] not in _JSON_START):
                     own = _mapping_hint(value, self)
-                evidence = max(own, inherited)
-                if key in IDENTIFIER_KEYS and type(item) is str:
-                    new, kinds = self.redact_identifier(item, sub_path)
-                    if kinds:
-                        paths.append(sub_path)
-                else:
-                    before = len(paths)
-                    new = self._walk(item, sub_path, paths, depth + 1, own)
-                    if (  # no known format in it, but what surrounds it names a credential
-                        len(paths) == before
-                        and evidence
-                        and type(item) is str
-                        and len(item) >= _MIN_SECRET_LEN
-                        and not _public_key(key)
-                        and qualifies(item, evidence)
-                    ):
+                before = len(paths)
+                new = self._walk(item, sub_path, paths, depth + 1, max(own, 0))
+                if len(paths) == before and type(item) is str and len(item) >= _MIN_SECRET_LEN:
+                    if own < 0:
+                        own = _mapping_hint(value, self)
+                    evidence = max(own, inherited)
+                    if evidence and not _public_key(key) and qualifies(item, evidence):
+                        # no known format in it, but what surrounds it names a credential
                         new = redacted("secret")
                         paths.append(sub_path)
             new_key = key
