@@ -36,7 +36,8 @@ def test_benchmark_script_runs_and_writes_json(tmp_path: Path) -> None:
         "minimal floor",
     }
     assert all(r > 0 for r in results["overhead"]["ratios"].values())
-    assert set(results["tracing_off"]) == {"no-op API", "sampler off"}
+    assert set(results["tracing_off"]) == {"no-op API", "no-op API, async tool", "sampler off"}
+    assert results["tracing_off"]["no-op API, async tool"]["ratio_to_4_spans_with_timeout"] > 0
     assert results["redactor"]["json_api_100kb otelhooks"] > 0
     assert results["mcp"]["proxy"]["proxy_over_direct"] > 0, results["mcp"]
     assert results["mcp"]["adapter"]["client_us"] > 0
