@@ -867,28 +867,22 @@ def _mapping_hint(value: Mapping[Any, Any], redactor: Redactor) -> int:
     best = 0
     keys, values = redactor._key_hints, redactor._value_hints
     for key, item in value.items():
-        if type(key) is str:
-            strength = keys.get(key)
-            if strength is None:
-                strength = _text_hint(key, redactor, keys, as_key=True)
-            if strength > best:
-                if strength == STRONG:
-                    return STRONG
-                best = strength
-        if type(item) is str:
-            strength = values.get(item)
-            if strength is None:
-                strength = _text_hint(item, redactor, values, as_key=False)
-            if strength > best:
-                if strength == STRONG:
-                    return STRONG
-                best = strength
+        strength = max(
+            _text_hint(key, redactor, keys, as_key=True) if type(key) is str else 0,
+            _text_hint(item, redactor, values, as_key=False) if type(item) is str else 0,
+        )
+        if strength == STRONG:
+            return STRONG
+        best = max(best, strength)
     return best
 
 
 def _text_hint(text: str, redactor: Redactor, cache: dict[str, int], *, as_key: bool) -> int:
     """The evidence one key or value gives (see :func:`_mapping_hint`), remembered in ``cache``:
     the keys and short values of log events and results recur."""
+    known = cache.get(text)
+    if known is not None:
+        return known
     if not 2 <= len(text) <= _HINT_VALUE_MAX:
         return 0  # not remembered: long values are mostly unique
     if len(text) >= 16 and _HEX_ID.fullmatch(text) is not None:
