@@ -141,6 +141,27 @@ async def test_blocked_calls_never_reach_the_server_and_secrets_never_reach_the_
     assert prompt.messages[0].content.text == "Review this code:\nprint(1)"  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(("level", "completed"), [("INFO", True), ("WARNING", False)])
+async def test_log_level_applies_to_the_per_call_events(
+    tmp_path: Path, level: str, completed: bool
+) -> None:
+    """``--log-level WARNING`` drops ``tool_call.completed`` (INFO) and keeps
+    ``tool_call.blocked`` (WARNING)."""
+    policy = write_policy(tmp_path / "policy.toml", '[tools]\ndeny = ["convert_time"]\n')
+    log = tmp_path / "proxy.log"
+    args = ("--policy", str(policy), "--log-format", "json", "--log-file", str(log))
+    async with Client(proxy_params(*args, "--log-level", level, "--", *time_command())) as host:
+        await host.call_tool("get_current_time", {"timezone": "UTC"})
+        await host.call_tool(
+            "convert_time",
+            {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"},
+        )
+    events = [json.loads(line)["event"] for line in log.read_text().splitlines()
+              if line.startswith("{")]  # fmt: skip
+    assert "tool_call.blocked" in events
+    assert ("tool_call.completed" in events) is completed
+
+
 async def test_content_progress_and_cancellation_pass_through(record: Path) -> None:
     params = proxy_params("--", *fault_command(), env={"FAULT_SERVER_RECORD": str(record)})
     progress: list[tuple[float, float | None, str | None]] = []

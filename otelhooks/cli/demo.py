@@ -100,9 +100,12 @@ def add_parser(sub: Any) -> None:
     demo.add_argument("--ui-port", type=int, default=6006, help="the viewer's port (default 6006)")
 
 
-def configure_structlog(fmt: str, redactor: Any, file: TextIO | None = None) -> None:
+def configure_structlog(
+    fmt: str, redactor: Any, file: TextIO | None = None, level: str | None = None
+) -> None:
     """structlog for a command: trace ids, redaction, a readable console or JSON, on ``file``
-    (stderr by default: stdout is the transcript, or in MCP stdio mode the protocol)."""
+    (stderr by default: stdout is the transcript, or in MCP stdio mode the protocol); events
+    below ``level`` (a :mod:`logging` level name) are dropped before any processor runs."""
     import structlog
 
     from ..builtin import RedactingProcessor, add_trace_context
@@ -122,6 +125,9 @@ def configure_structlog(fmt: str, redactor: Any, file: TextIO | None = None) -> 
             renderer,
         ],
         logger_factory=structlog.PrintLoggerFactory(file=file or sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(
+            logging.getLevelNamesMapping()[level] if level is not None else logging.NOTSET
+        ),
         cache_logger_on_first_use=False,
     )
 

@@ -43,7 +43,13 @@ def add_parser(mcp_sub: Any) -> None:
     )
     proxy.add_argument("--log-file", help="write logs here instead of stderr")
     proxy.add_argument("--log-format", choices=("console", "json"), default="console")
-    proxy.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    proxy.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="lowest level of the log lines and of the per-call events (tool_call.completed "
+        "is INFO, tool_call.blocked WARNING, tool_call.failed ERROR)",
+    )
     proxy.add_argument(
         "--check",
         action="store_true",
@@ -179,7 +185,7 @@ def _open_log(path: str | None) -> TextIO:
 def _configure_logging(out: TextIO, fmt: str, level: str, redactor: Any) -> None:
     from ..demo import configure_structlog
 
-    configure_structlog(fmt, redactor, file=out)
+    configure_structlog(fmt, redactor, file=out, level=level)
     handler = logging.StreamHandler(out)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
