@@ -471,7 +471,7 @@ class MCPProxy:
 
     async def serve_stdio(self) -> None:
         """Serve one host over this process's stdin/stdout until it closes them."""
-        from mcp.server.stdio import stdio_server
+        from .stdio import stdio_server
 
         self._one_host = True
         server = self.server()

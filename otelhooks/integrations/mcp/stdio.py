@@ -1,0 +1,144 @@
+"""The proxy's stdin and stdout as asyncio pipes: MCP's stdio transport without worker threads.
+
+The ``mcp`` SDK's :func:`~mcp.server.stdio.stdio_server` reads and writes the standard streams
+through blocking files in worker threads: each line read and each message written is a trip to
+a thread and back (three per ``tools/call``). :func:`stdio_server` here gives the SDK's transport
+the same streams as non-blocking asyncio pipes, so a message is read and written on the event
+loop. What it keeps of the SDK's contract: while serving, fd 0 reads the null device and fd 1
+writes to stderr, so a hook's or a library's stray ``print`` never reaches the protocol, and
+both (with their blocking mode) are restored on exit. When a standard stream is not a pipe, a
+socket or a terminal (a regular file, say), and on Windows, the SDK's own transport serves
+instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import stat
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+from mcp.server.stdio import stdio_server as sdk_stdio_server
+
+MAX_LINE = 1 << 30
+"""The longest message read (bytes): the SDK's own transport has no limit either."""
+
+
+class PipeLines:
+    """A stream of text lines from an asyncio reader (``async for line in ...``)."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+
+class PipeText:
+    """Text written to an asyncio pipe: ``await write(text)``, then ``await flush()``."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+
+def _pollable(fd: int) -> bool:
+    """Whether asyncio can watch ``fd`` (a pipe, a socket or a character device)."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+class _Claim:
+    """fd 0 and fd 1 moved out of the way: the wire on private descriptors, fd 0 on the null
+    device and fd 1 on stderr until :meth:`release`."""
+
+    def __init__(self) -> None:
+        import fcntl  # POSIX only: stdio_server() does not claim on Windows
+
+        sys.stdout.flush()
+        self.blocking = {fd: os.get_blocking(fd) for fd in (0, 1)}
+        self.wire: dict[int, int] = {}
+        try:
+            for fd in (0, 1):
+                self.wire[fd] = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+            null = os.open(os.devnull, os.O_RDONLY)
+            try:
+                os.dup2(null, 0)
+            finally:
+                os.close(null)
+            os.dup2(2, 1)
+        except OSError:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        for fd, private in self.wire.items():
+            with contextlib.suppress(OSError):
+                os.dup2(private, fd)
+                os.set_blocking(fd, self.blocking[fd])
+        self.wire = {}
+
+
+async def _written(transports: list[asyncio.BaseTransport], timeout: float = 5.0) -> None:
+    """Wait (at most ``timeout`` seconds) until the write pipe has handed all it holds to the
+    operating system."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    for transport in transports:
+        assert isinstance(transport, asyncio.WriteTransport)
+        while transport.get_write_buffer_size() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+
+
+@contextlib.asynccontextmanager
+async def stdio_server() -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's stdio transport (``(read_stream, write_stream)``) on asyncio pipes over this
+    process's stdin and stdout; on the SDK's own blocking files when they cannot be polled."""
+    if sys.platform == "win32" or not (_pollable(0) and _pollable(1)):
+        async with sdk_stdio_server() as streams:
+            yield streams
+        return
+    loop = asyncio.get_running_loop()
+    claim = _Claim()
+    transports: list[asyncio.BaseTransport] = []
+    try:
+        reader = asyncio.StreamReader(limit=MAX_LINE)
+        # closefd=False: the descriptors are closed once, below, after fd 0 and 1 point back.
+        read_file = os.fdopen(claim.wire[0], "rb", buffering=0, closefd=False)
+        write_file = os.fdopen(claim.wire[1], "wb", buffering=0, closefd=False)
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), read_file
+        )
+        transports.append(read_transport)
+        write_transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, write_file
+        )
+        transports.append(write_transport)
+        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
+        async with sdk_stdio_server(PipeLines(reader), PipeText(writer)) as streams:  # type: ignore[arg-type]
+            yield streams
+    finally:
+        await _written(transports[1:])
+        wire = list(claim.wire.values())
+        claim.release()
+        for transport in transports:
+            transport.close()
+        for private in wire:
+            with contextlib.suppress(OSError):
+                os.close(private)
