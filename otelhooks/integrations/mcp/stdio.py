@@ -50,9 +50,11 @@ class PipeText:
         self._writer = writer
 
     async def write(self, text: str) -> None:
+        """Queue ``text`` (UTF-8); the pipe sends what it can at once."""
         self._writer.write(text.encode("utf-8"))
 
     async def flush(self) -> None:
+        """Wait while the pipe holds more than its high-water mark (the reader is slow)."""
         await self._writer.drain()
 
 
