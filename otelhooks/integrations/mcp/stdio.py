@@ -91,21 +91,24 @@ class _Claim:
             raise
 
     def release(self) -> None:
+        """fd 0 and fd 1 back on the wire, in their blocking mode; the private descriptors
+        closed."""
         for fd, private in self.wire.items():
             with contextlib.suppress(OSError):
                 os.dup2(private, fd)
                 os.set_blocking(fd, self.blocking[fd])
+            with contextlib.suppress(OSError):
+                os.close(private)
         self.wire = {}
 
 
-async def _written(transports: list[asyncio.BaseTransport], timeout: float = 5.0) -> None:
-    """Wait (at most ``timeout`` seconds) until the write pipe has handed all it holds to the
+async def _drain(transport: asyncio.WriteTransport, timeout: float = 5.0) -> None:
+    """Wait (at most ``timeout`` seconds) until ``transport`` has handed all it holds to the
     operating system."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    for transport in transports:
-        assert isinstance(transport, asyncio.WriteTransport)
-        while transport.get_write_buffer_size() and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.01)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while transport.get_write_buffer_size() and loop.time() < deadline:
+        await asyncio.sleep(0.01)
 
 
 @contextlib.asynccontextmanager
@@ -118,29 +121,26 @@ async def stdio_server() -> AsyncIterator[tuple[Any, Any]]:
         return
     loop = asyncio.get_running_loop()
     claim = _Claim()
-    transports: list[asyncio.BaseTransport] = []
+    read_transport: asyncio.ReadTransport | None = None
+    write_transport: asyncio.WriteTransport | None = None
     try:
         reader = asyncio.StreamReader(limit=MAX_LINE)
-        # closefd=False: the descriptors are closed once, below, after fd 0 and 1 point back.
+        # closefd=False: the claim closes the descriptors, after fd 0 and 1 point back.
         read_file = os.fdopen(claim.wire[0], "rb", buffering=0, closefd=False)
         write_file = os.fdopen(claim.wire[1], "wb", buffering=0, closefd=False)
         read_transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), read_file
         )
-        transports.append(read_transport)
         write_transport, protocol = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, write_file
         )
-        transports.append(write_transport)
         writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
         async with sdk_stdio_server(PipeLines(reader), PipeText(writer)) as streams:  # type: ignore[arg-type]
             yield streams
     finally:
-        await _written(transports[1:])
-        wire = list(claim.wire.values())
+        if write_transport is not None:
+            await _drain(write_transport)
+            write_transport.close()
+        if read_transport is not None:
+            read_transport.close()
         claim.release()
-        for transport in transports:
-            transport.close()
-        for private in wire:
-            with contextlib.suppress(OSError):
-                os.close(private)
