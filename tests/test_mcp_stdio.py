@@ -5,6 +5,7 @@ streams as they were afterwards."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -42,9 +43,10 @@ def request(index: int, size: int) -> str:
 @pytest.mark.parametrize("stdin_kind", ["pipe", "file"])
 def test_messages_round_trip_and_stdout_stays_the_protocol(tmp_path: Path, stdin_kind: str) -> None:
     """Three requests (one of 3 MB, past asyncio's default line limit) are each answered once;
-    a print while serving goes to stderr; after serving, stdout is stdout again and blocking.
-    Pipes are served on the event loop (no worker thread); a regular file on stdin by the SDK's
-    own transport (its worker threads)."""
+    a print while serving goes to stderr (with stdout block-buffered, as on a pipe, so what is
+    still in the buffer at the end must be written out before fd 1 is given back); after
+    serving, stdout is stdout again and blocking. Pipes are served on the event loop (no worker
+    thread); a regular file on stdin by the SDK's own transport (its worker threads)."""
     sizes = [10, 3 * 1024 * 1024, 5]
     wire = "".join(request(i, size) for i, size in enumerate(sizes))
     feed = tmp_path / "in.jsonl"
@@ -57,6 +59,7 @@ def test_messages_round_trip_and_stdout_stays_the_protocol(tmp_path: Path, stdin
             capture_output=True,
             timeout=60,
             cwd=Path(__file__).resolve().parent.parent,
+            env={k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
         )
     assert done.returncode == 0, done.stderr.decode()
     lines = done.stdout.decode().splitlines()

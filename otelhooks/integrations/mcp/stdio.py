@@ -58,6 +58,13 @@ class PipeText:
         await self._writer.drain()
 
 
+def _flush_stdout() -> None:
+    """Write out what ``print`` left in ``sys.stdout``'s buffer while fd 1 still points at
+    stderr: stray output must not reach the wire when fd 1 is given back."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+
+
 def _pollable(fd: int) -> bool:
     """Whether asyncio can watch ``fd`` (a pipe, a socket or a character device)."""
     try:
@@ -74,7 +81,7 @@ class _Claim:
     def __init__(self) -> None:
         import fcntl  # POSIX only: stdio_server() does not claim on Windows
 
-        sys.stdout.flush()
+        _flush_stdout()
         self.blocking = {fd: os.get_blocking(fd) for fd in (0, 1)}
         self.wire: dict[int, int] = {}
         try:
@@ -93,6 +100,7 @@ class _Claim:
     def release(self) -> None:
         """fd 0 and fd 1 back on the wire, in their blocking mode; the private descriptors
         closed."""
+        _flush_stdout()
         for fd, private in self.wire.items():
             with contextlib.suppress(OSError):
                 os.dup2(private, fd)
@@ -117,7 +125,10 @@ async def stdio_server() -> AsyncIterator[tuple[Any, Any]]:
     process's stdin and stdout; on the SDK's own blocking files when they cannot be polled."""
     if sys.platform == "win32" or not (_pollable(0) and _pollable(1)):
         async with sdk_stdio_server() as streams:
-            yield streams
+            try:
+                yield streams
+            finally:
+                _flush_stdout()
         return
     loop = asyncio.get_running_loop()
     claim = _Claim()
