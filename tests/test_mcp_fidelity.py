@@ -18,6 +18,9 @@ import mcp.types as mcp_types
 import pytest
 from mcp import Client, StdioServerParameters
 
+from otelhooks.integrations.mcp.policy import UpstreamConfig
+from otelhooks.integrations.mcp.proxy import MCPProxy
+
 from .mcp_support import everything_command
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -172,17 +175,31 @@ async def test_a_host_is_offered_only_what_it_declared_it_can_take(tmp_path: Pat
     assert not sampling_proxied & (gated - {"trigger-sampling-request"})
 
 
+@pytest.mark.parametrize("through", ["stdio relay", "proxy session"])
 async def test_a_2026_host_through_the_proxy_gets_the_same_tools_and_content(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, through: str
 ) -> None:
+    """Over stdio the host negotiates with the server itself (server-everything: the
+    handshake era, as directly); a proxy session (``MCPProxy.server()``, as ``--listen``
+    serves) speaks the 2026-07-28 era to the host whatever the server speaks."""
+    async with Client(upstream()) as auto:
+        negotiated = auto.protocol_version
     async with Client(upstream(), mode="legacy") as direct:
         expected_tools = sorted(t.name for t in (await direct.list_tools()).tools)
         expected = plain(await direct.call_tool("get-structured-content", {"location": "Chicago"}))
         expected_prompts = plain(await direct.list_prompts())["prompts"]
-    async with Client(proxied(tmp_path)) as modern:
-        assert modern.protocol_version == "2026-07-28"
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    async with contextlib.AsyncExitStack() as stack:
+        if through == "stdio relay":
+            target: Any = proxied(tmp_path)
+        else:
+            config = UpstreamConfig("everything", tuple(everything_command()))
+            proxy = await stack.enter_async_context(MCPProxy(upstreams=[config]))
+            target, negotiated = proxy.server(), "2026-07-28"
+        modern = await stack.enter_async_context(Client(target))
+        assert modern.protocol_version == negotiated
         assert sorted(t.name for t in (await modern.list_tools()).tools) == expected_tools
         got = plain(await modern.call_tool("get-structured-content", {"location": "Chicago"}))
-        got.pop("_meta")  # the 2026-07-28 envelope names the server that answered
+        got.pop("_meta", None)  # the 2026-07-28 envelope names the server that answered
         assert plain(await modern.list_prompts())["prompts"] == expected_prompts
     assert got == expected

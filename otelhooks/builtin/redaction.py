@@ -109,6 +109,7 @@ _MAX_DEPTH: Final = 64
 _MAX_JSON_WALK: Final = 16_384  # JSON text up to this size is walked as structure
 _JSON_START: Final = ("{", "[")
 _KNOWN_MAX: Final = 8192
+_CLEAN_MAX_LEN: Final = 256  # clean texts up to this length are remembered by value
 
 # Encoded forms a secret is often found in, decoded (only characters that change no syntax).
 _ENCODED: Final = re.compile(r"\\/|\\u00[0-9a-fA-F]{2}|%[0-9a-fA-F]{2}")
@@ -392,6 +393,7 @@ class Redactor:
     _service_words: frozenset[str] = field(init=False, repr=False, default=frozenset())
     _order: dict[int, int] = field(init=False, repr=False, default_factory=dict)
     _known: dict[int, str] = field(init=False, repr=False, default_factory=dict)
+    _clean: dict[str, None] = field(init=False, repr=False, default_factory=dict)
     _key_hints: dict[str, int] = field(init=False, repr=False, default_factory=dict)
     _plain_keys: dict[str, bool] = field(init=False, repr=False, default_factory=dict)
     _value_hints: dict[str, int] = field(init=False, repr=False, default_factory=dict)
@@ -432,6 +434,7 @@ class Redactor:
         matches), so a clean text costs two scans whatever the number of patterns."""
         self._patterns = patterns
         self._known = {}
+        self._clean = {}
         (
             self._order,
             self._start_gate,
@@ -475,6 +478,9 @@ class Redactor:
         if self.callback is None:
             if self._known.get(id(text)) is text:
                 return text, []
+            short = len(text) <= _CLEAN_MAX_LEN
+            if short and text in self._clean:
+                return text, []  # the same text was found clean: the rules depend on it only
             if len(text) <= _MAX_ID and _HEX_ID.fullmatch(text) is not None:
                 return text, []  # a trace id, a span id, a git SHA: no format is bare hex
         new_text, kinds = self._scan(text) if len(text) >= _MIN_SECRET_LEN else (text, [])
@@ -491,6 +497,11 @@ class Redactor:
                 new_text = replaced
         else:
             self._remember(new_text)
+            if not kinds and short:
+                clean = self._clean
+                if len(clean) >= _KNOWN_MAX:
+                    clean.clear()
+                clean[text] = None
         return new_text, kinds
 
     def scrub_text(self, text: str) -> str:

@@ -51,7 +51,7 @@ from mcp.types import CONNECTION_CLOSED
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 
-from ...core.messages import MediaContent
+from ...core.messages import MediaContent, ToolResult
 from ...core.tools import (
     TOOL_NAME,
     Tool,
@@ -216,33 +216,72 @@ def progress_to(callback: ProgressFn) -> Iterator[None]:
 
 def to_tool_output(result: mcp_types.CallToolResult) -> ToolOutput:
     """An MCP ``CallToolResult`` as a :class:`~otelhooks.ToolOutput` (see the module's docs)."""
+    return output_of(result.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def output_of(result: Mapping[str, Any]) -> ToolOutput:
+    """A ``CallToolResult`` as JSON data (its wire form) as a :class:`~otelhooks.ToolOutput`:
+    text blocks, resource links and text resources joined as the content (else the structured
+    content as JSON), images and audio (also embedded) as media, the whole result as the
+    details. Blocks of an unknown type are kept in the details only."""
     texts: list[str] = []
     media: list[MediaContent] = []
-    for block in result.content:
-        if isinstance(block, mcp_types.TextContent):
-            texts.append(block.text)
-        elif isinstance(block, mcp_types.ImageContent):
-            media.append(MediaContent("image", block.data, block.mime_type))
-        elif isinstance(block, mcp_types.AudioContent):
-            media.append(MediaContent("audio", block.data, block.mime_type))
-        elif isinstance(block, mcp_types.ResourceLink):
-            texts.append(f"[resource link: {block.name} <{block.uri}>]")
-        elif isinstance(block, mcp_types.EmbeddedResource):
-            resource = block.resource
-            if isinstance(resource, mcp_types.TextResourceContents):
-                texts.append(resource.text)
+    blocks = result.get("content")
+    for block in blocks if isinstance(blocks, list) else ():
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            texts.append(str(block.get("text", "")))
+        elif kind in ("image", "audio"):
+            media.append(_media(kind, block.get("data", ""), block.get("mimeType", "")))
+        elif kind == "resource_link":
+            texts.append(f"[resource link: {block.get('name')} <{block.get('uri')}>]")
+        elif kind == "resource":
+            resource = block.get("resource")
+            if not isinstance(resource, dict):
+                continue
+            if "text" in resource:
+                texts.append(str(resource["text"]))
+                continue
+            mime = resource.get("mimeType") or "application/octet-stream"
+            major = mime.split("/", 1)[0]
+            if major in ("image", "audio"):
+                media.append(_media(major, resource.get("blob", ""), mime))
             else:
-                mime = resource.mime_type or "application/octet-stream"
-                kind = mime.split("/", 1)[0]
-                if kind in ("image", "audio"):
-                    media.append(MediaContent(kind, resource.blob, mime))  # type: ignore[arg-type]
-                else:
-                    texts.append(f"[embedded resource: <{resource.uri}> ({mime})]")
+                texts.append(f"[embedded resource: <{resource.get('uri')}> ({mime})]")
     content = "\n".join(texts)
-    if not content and result.structured_content is not None:
-        content = json.dumps(result.structured_content, ensure_ascii=False)
-    details = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return ToolOutput(content, details, bool(result.is_error), media=tuple(media))
+    structured = result.get("structuredContent")
+    if not content and structured is not None:
+        content = json.dumps(structured, ensure_ascii=False)
+    return ToolOutput(content, dict(result), result.get("isError") is True, media=tuple(media))
+
+
+def wire_result(result: ToolResult) -> dict[str, Any]:
+    """A :class:`~otelhooks.ToolResult` as the ``CallToolResult`` sent to the host (JSON data):
+    the upstream's own result (every content block, ``structuredContent``) when the hooks kept
+    it, redacted; else the result's text and media."""
+    details = result.details
+    if isinstance(details, dict) and isinstance(details.get("content"), list):
+        same = output_of(details)
+        if same.content == result.content and same.is_error == result.is_error:
+            return details
+    return rebuilt_result(result)
+
+
+def rebuilt_result(result: ToolResult) -> dict[str, Any]:
+    """A ``CallToolResult`` (JSON data) of the result's own text, media and structured content."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": result.content}]
+    for media in result.media:
+        blocks.append({"type": media.kind, "data": media.data, "mimeType": media.mime_type})
+    details = result.details
+    structured = details.get("structuredContent") if isinstance(details, dict) else None
+    data: dict[str, Any] = {"content": blocks, "isError": result.is_error}
+    if isinstance(structured, dict):
+        data["structuredContent"] = structured
+    return data
+
+
+def _media(kind: str, data: Any, mime_type: Any) -> MediaContent:
+    return MediaContent("image" if kind == "image" else "audio", str(data), str(mime_type))
 
 
 def strict_schema(schema: Mapping[str, Any], allow_extra: bool) -> dict[str, Any]:

@@ -83,7 +83,7 @@ from ...telemetry.content import capture_from_env
 from ...telemetry.instruments import Instruments
 from .access import CALLER, Caller, IdentityRules
 from .auth import LOCAL_STDIO, LOOPBACK, Identity, JWTVerifier, TokenFileVerifier
-from .client import MCPServerTools, progress_to, to_tool_output
+from .client import MCPServerTools, progress_to, rebuilt_result, wire_result
 from .pinning import Pinning, PinStore, default_pin_file, upstream_key
 from .policy import ProxyPolicy, UpstreamConfig
 from .session_trace import SessionTraces
@@ -474,9 +474,29 @@ class MCPProxy:
         from .stdio import stdio_server
 
         self._one_host = True
+        config = self._relayed()
+        if config is not None:
+            from .relay import StdioRelay
+            from .stdio import stdio_pipes
+
+            async with stdio_pipes() as pipes:
+                if pipes is not None:
+                    if self.base is not None:
+                        self._base_taken = True
+                        await self.base.close()  # checked and pinned; the relay starts its own
+                    await StdioRelay(self, config, *pipes).run()
+                    return
         server = self.server()
         async with stdio_server() as (read, write):
             await server.run(read, write, self.initialization_options(server))
+
+    def _relayed(self) -> UpstreamConfig | None:
+        """The upstream a stdio host is relayed to (see :mod:`~otelhooks.integrations.mcp.relay`):
+        the only one, when it is a command line."""
+        if len(self.configs) != 1 or self.base is None:
+            return None
+        config = self.configs[0]
+        return config if config.command and not config.url else None
 
     async def serve_http(
         self, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp"
@@ -1032,29 +1052,11 @@ def _verifier(auth: Any) -> _Verifiers:
 
 
 def call_tool_result(result: ToolResult) -> mcp_types.CallToolResult:
-    """A :class:`~otelhooks.ToolResult` as the host sees it: the upstream's own result (every
-    content block, ``structuredContent``) when the hooks kept it, redacted; else the result's
-    text and media."""
-    details = result.details
-    if isinstance(details, dict) and isinstance(details.get("content"), list):
-        try:
-            upstream = mcp_types.CallToolResult.model_validate(details)
-        except ValidationError:
-            upstream = None
-        if upstream is not None:
-            same = to_tool_output(upstream)
-            if same.content == result.content and same.is_error == result.is_error:
-                return upstream
-    blocks: list[Any] = [mcp_types.TextContent(type="text", text=result.content)]
-    for media in result.media:
-        kind = mcp_types.ImageContent if media.kind == "image" else mcp_types.AudioContent
-        blocks.append(kind(type=media.kind, data=media.data, mime_type=media.mime_type))
-    structured = details.get("structuredContent") if isinstance(details, dict) else None
-    return mcp_types.CallToolResult(
-        content=blocks,
-        structured_content=structured if isinstance(structured, dict) else None,
-        is_error=result.is_error,
-    )
+    """A :class:`~otelhooks.ToolResult` as the host sees it (see :func:`wire_result`)."""
+    try:
+        return mcp_types.CallToolResult.model_validate(wire_result(result))
+    except ValidationError:
+        return mcp_types.CallToolResult.model_validate(rebuilt_result(result))
 
 
 async def _all_pages(fetch: Callable[..., Awaitable[Any]], attribute: str) -> list[Any]:

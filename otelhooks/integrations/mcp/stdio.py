@@ -120,15 +120,11 @@ async def _drain(transport: asyncio.WriteTransport, timeout: float = 5.0) -> Non
 
 
 @contextlib.asynccontextmanager
-async def stdio_server() -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's stdio transport (``(read_stream, write_stream)``) on asyncio pipes over this
-    process's stdin and stdout; on the SDK's own blocking files when they cannot be polled."""
+async def stdio_pipes() -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None]:
+    """This process's stdin and stdout as an asyncio reader and writer, claimed (see the
+    module's docs) until the block ends; ``None`` when they cannot be polled (and on Windows)."""
     if sys.platform == "win32" or not (_pollable(0) and _pollable(1)):
-        async with sdk_stdio_server() as streams:
-            try:
-                yield streams
-            finally:
-                _flush_stdout()
+        yield None
         return
     loop = asyncio.get_running_loop()
     claim = _Claim()
@@ -145,9 +141,7 @@ async def stdio_server() -> AsyncIterator[tuple[Any, Any]]:
         write_transport, protocol = await loop.connect_write_pipe(
             asyncio.streams.FlowControlMixin, write_file
         )
-        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-        async with sdk_stdio_server(PipeLines(reader), PipeText(writer)) as streams:  # type: ignore[arg-type]
-            yield streams
+        yield reader, asyncio.StreamWriter(write_transport, protocol, None, loop)
     finally:
         if write_transport is not None:
             await _drain(write_transport)
@@ -155,3 +149,20 @@ async def stdio_server() -> AsyncIterator[tuple[Any, Any]]:
         if read_transport is not None:
             read_transport.close()
         claim.release()
+
+
+@contextlib.asynccontextmanager
+async def stdio_server() -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's stdio transport (``(read_stream, write_stream)``) on asyncio pipes over this
+    process's stdin and stdout; on the SDK's own blocking files when they cannot be polled."""
+    async with stdio_pipes() as pipes:
+        if pipes is None:
+            async with sdk_stdio_server() as streams:
+                try:
+                    yield streams
+                finally:
+                    _flush_stdout()
+            return
+        reader, writer = pipes
+        async with sdk_stdio_server(PipeLines(reader), PipeText(writer)) as streams:  # type: ignore[arg-type]
+            yield streams

@@ -1,0 +1,747 @@
+"""The proxy over stdio in front of one stdio server: messages relayed as lines, and only what
+the policy needs parsed.
+
+A host and a server that speak the initialize handshake need no MCP session in between: the
+relay passes each line on as it came, except
+
+* ``initialize``: the ``tasks`` capability taken out of the host's request and the server's
+  answer (the proxy does not pass tasks on); everything else the host declared reaches the
+  server as declared, so the server offers what the host can take;
+* ``tools/list``: answered from the relay's own listing of the server's tools (all pages), with
+  denied, unpinned and (with identity rules) forbidden tools left out; the listing is made after
+  the handshake and again whenever the server announces ``notifications/tools/list_changed``,
+  and reviewed against the pins each time;
+* ``tools/call``: through before -> run -> after (the policy's hooks, redaction, limits,
+  timeouts, the structlog event and the audit line); the request the server gets carries the
+  proxy's trace context in ``params._meta``; a timeout or a host's ``notifications/cancelled``
+  cancels it upstream;
+* the results of ``resources/list``, ``resources/read`` and ``prompts/get``, and the data of
+  ``notifications/message``: redacted.
+
+Requests the server sends (sampling, elicitation, roots), progress, subscriptions, completion
+and the host's answers pass unchanged. Each host request has the ``SERVER`` span the ``mcp``
+SDK's server would give it, the session's messages share the ``initialize`` span's trace and
+each call is a trace of its own (see :mod:`~otelhooks.integrations.mcp.session_trace`). A server
+that dies fails what was in flight (a call with ``isError: true``, any other request with a
+JSON-RPC error) and is started again, handshake replayed, on the host's next message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import logging
+import os
+import signal
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import mcp.types as mcp_types
+import structlog
+from mcp.client.stdio import get_default_environment
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Link, Span, SpanKind, StatusCode
+
+from ...core import DEFAULT_TOOL_TIMEOUT, AgentContext, ToolCall, ToolExecutor, ToolRegistry
+from ...core.tools import ToolContext, ToolOutput, make_tool
+from ...telemetry import attributes as A
+from .access import CALLER, Caller
+from .auth import LOCAL_STDIO
+from .client import (
+    CONNECTION_ERROR,
+    MCPToolError,
+    dies_with_parent,
+    output_of,
+    strict_schema,
+    tool_name,
+    wire_result,
+)
+from .pinning import upstream_key
+from .policy import UpstreamConfig
+from .session_trace import CALLS
+
+if TYPE_CHECKING:
+    from .proxy import MCPProxy
+
+logger = logging.getLogger("otelhooks.mcp.proxy")
+
+SCRUBBED: Final = frozenset({"resources/list", "resources/read", "prompts/get"})
+"""Requests whose results reach the host redacted."""
+STOP_GRACE: Final = 2.0
+"""Seconds a server has to exit after its stdin closes, before its process group is ended."""
+
+_PRIVATE: Final = "otelhooks-relay-"  # the prefix of the ids of the relay's own requests
+_NO_ID: Final = object()
+_VERSION: Final = "io.modelcontextprotocol/protocolVersion"  # in _meta: the 2026-07-28 era
+_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+
+_HOST_REQUEST: contextvars.ContextVar[tuple[Any, dict[str, Any] | None]] = contextvars.ContextVar(
+    "otelhooks_relay_request"
+)
+
+Answer = Callable[[dict[str, Any]], Awaitable[None] | None]
+
+
+def dumps(message: Any) -> bytes:
+    """One JSON-RPC message as a line."""
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+@dataclass
+class _Pending:
+    """A request sent upstream whose answer the relay handles: a call's future, or the span to
+    end and what to do with the answer before the host gets it."""
+
+    future: asyncio.Future[dict[str, Any]] | None = None
+    span: Span | None = None
+    answer: Answer | None = None
+
+
+@dataclass
+class _Listing:
+    """The server's tools as the relay last listed them: registered name -> listing (JSON)."""
+
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    upstream_names: dict[str, str] = field(default_factory=dict)  # registered -> the server's
+
+
+class UpstreamProcess:
+    """One server process with its stdin and stdout as asyncio streams, in a process group of
+    its own that :meth:`stop` ends."""
+
+    def __init__(self, config: UpstreamConfig) -> None:
+        self.config = config
+        self.process: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        """Start the server (its stderr is the proxy's)."""
+        command = dies_with_parent(self.config.command)
+        env = {**get_default_environment(), **(self.config.environment() or {})}
+        self.process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            env=env,
+            cwd=self.config.cwd,
+            start_new_session=True,
+            limit=1 << 30,
+        )
+
+    def send(self, line: bytes) -> None:
+        """Queue ``line`` for the server (lost when it is gone)."""
+        process = self.process
+        if process is not None and process.stdin is not None and not process.stdin.is_closing():
+            process.stdin.write(line)
+
+    async def readline(self) -> bytes:
+        """The server's next line (empty when it closed stdout)."""
+        process = self.process
+        if process is None or process.stdout is None:
+            return b""
+        try:
+            return await process.stdout.readline()
+        except (OSError, ValueError):
+            return b""
+
+    async def stop(self) -> None:
+        """Close the server's stdin, give it :data:`STOP_GRACE` seconds, then end its process
+        group (SIGTERM, then SIGKILL)."""
+        process = self.process
+        if process is None:
+            return
+        if process.stdin is not None:
+            with contextlib.suppress(Exception):
+                process.stdin.close()
+        for signum in (None, signal.SIGTERM, signal.SIGKILL):
+            if signum is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signum)
+            try:
+                await asyncio.wait_for(process.wait(), STOP_GRACE)
+                break
+            except TimeoutError:
+                continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)  # what the server left running
+
+
+class StdioRelay:
+    """The proxy's tools of one stdio upstream, relayed to the host on ``reader``/``writer``
+    (see the module's docs)."""
+
+    def __init__(
+        self,
+        proxy: MCPProxy,
+        config: UpstreamConfig,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        self.proxy = proxy
+        self.config = config
+        self.reader = reader
+        self.writer = writer
+        prefix = (config.prefix or config.name) if proxy.prefixed else config.prefix
+        self.prefix = prefix
+        self.registry = ToolRegistry()
+        self.executor = ToolExecutor(
+            self.registry,
+            proxy.hooks,
+            tool_timeout=proxy.policy.timeout or DEFAULT_TOOL_TIMEOUT,
+            recorder=proxy.recorder,
+        )
+        self.tracer = proxy.tracer
+        self.upstream: UpstreamProcess | None = None
+        self.listing = _Listing()
+        self.protocol_version: str | None = None
+        self._pending: dict[Any, _Pending] = {}
+        self._calls: dict[Any, asyncio.Task[None]] = {}
+        self._cancelled: set[Any] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._init_params: dict[str, Any] | None = None
+        self._initialized = False
+        self._host_meta: dict[str, Any] | None = None  # 2026-07-28: who the host says it is
+        self._listing: asyncio.Future[None] | None = None
+        self._session: otel_context.Context | None = None
+        self._next_id = 0
+        self._reading: asyncio.Task[None] | None = None
+        self._starting: asyncio.Lock = asyncio.Lock()
+        self.run_id = uuid.uuid4().hex
+        self.caller = Caller(LOCAL_STDIO, None, "pipe", config.name)
+        self._log_fields = {
+            k.replace(".", "_"): v
+            for k, v in proxy._identity_attributes(LOCAL_STDIO).items()
+            if k != "otelhooks.identity.via"
+        }
+
+    # -- life --------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Relay until the host closes stdin; then stop the server."""
+        # One host, one caller: bound once for every call's hooks, structlog events and audit.
+        caller = CALLER.set(self.caller)
+        bound = structlog.contextvars.bind_contextvars(**self._log_fields)
+        try:
+            await self._ensure_upstream()
+            while line := await self.reader.readline():
+                await self._from_host(line)
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._stop_upstream()
+            structlog.contextvars.reset_contextvars(**bound)
+            CALLER.reset(caller)
+
+    async def _ensure_upstream(self) -> UpstreamProcess:
+        """The live server, started (and, after the first handshake, initialized with the
+        host's own ``initialize``) when there is none."""
+        live = self.upstream
+        if live is not None:
+            return live
+        async with self._starting:
+            if self.upstream is not None:
+                return self.upstream
+            started = UpstreamProcess(self.config)
+            await started.start()
+            self.upstream = started
+            self._reading = self._spawn(self._from_upstream(started))
+            if self._init_params is not None:
+                logger.info("starting upstream %r again", self.config.name)
+                await self._request("initialize", self._init_params)
+                if self._initialized:
+                    started.send(dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            return started
+
+    async def _stop_upstream(self) -> None:
+        upstream, self.upstream = self.upstream, None
+        if upstream is not None:
+            await upstream.stop()
+        if self._reading is not None:
+            self._reading.cancel()
+
+    def _spawn(self, work: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _to_host(self, message: Any) -> None:
+        self.writer.write(message if isinstance(message, bytes) else dumps(message))
+
+    # -- from the host -----------------------------------------------------------------------
+
+    async def _from_host(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        upstream = await self._ensure_upstream()
+        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+            upstream.send(line)  # an answer to the server's request, or what only it can judge
+            return
+        method: str = message["method"]
+        request_id = message.get("id", _NO_ID)
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if isinstance(meta, dict) and _VERSION in meta:
+            if b'"tasks"' in line:
+                message, line = _tasks_dropped(message)
+                meta = message["params"]["_meta"]
+            self._host_meta = meta
+            version = meta.get(_VERSION)
+            self.protocol_version = version if isinstance(version, str) else None
+        if request_id is _NO_ID:
+            self._notification(upstream, method, message, line)
+        elif method == "tools/call":
+            self._calls[request_id] = self._spawn(self._call(request_id, message))
+        elif method == "tools/list":
+            span = self._server_span(method, message)
+            paged = isinstance(params, dict) and bool(params.get("cursor"))
+            self._pending[request_id] = _Pending(
+                span=span, answer=lambda answer: self._listed_to_host(answer, paged)
+            )
+            upstream.send(line)
+        elif method == "initialize":
+            self._initialize(upstream, request_id, message)
+        else:
+            span = self._server_span(method, message)
+            answer = (
+                self._scrub_answer
+                if method in SCRUBBED
+                else self._discovered
+                if method == "server/discover"
+                else None
+            )
+            self._pending[request_id] = _Pending(span=span, answer=answer)
+            upstream.send(line)
+
+    def _notification(
+        self, upstream: UpstreamProcess, method: str, message: dict[str, Any], line: bytes
+    ) -> None:
+        upstream.send(line)
+        if method == "notifications/initialized":
+            self._initialized = True
+        elif method == "notifications/cancelled":
+            params = message.get("params")
+            request_id = params.get("requestId") if isinstance(params, dict) else None
+            call = self._calls.get(request_id)
+            if call is not None:
+                self._cancelled.add(request_id)  # the server was told by the host itself
+                call.cancel()
+
+    def _initialize(
+        self, upstream: UpstreamProcess, request_id: Any, message: dict[str, Any]
+    ) -> None:
+        params = message.get("params")
+        if isinstance(params, dict):
+            capabilities = params.get("capabilities")
+            if isinstance(capabilities, dict) and "tasks" in capabilities:
+                params = {**params, "capabilities": _without_tasks(capabilities)}
+                message = {**message, "params": params}
+            self._init_params = params
+        span = self._server_span("initialize", message, session_level=False)
+        self._session = trace.set_span_in_context(span)
+        self._pending[request_id] = _Pending(span=span, answer=self._initialized_answer)
+        upstream.send(dumps(message))
+
+    def _initialized_answer(self, message: dict[str, Any]) -> None:
+        result = message.get("result")
+        if isinstance(result, dict):
+            version = result.get("protocolVersion")
+            self.protocol_version = version if isinstance(version, str) else None
+        self._discovered(message)
+
+    def _discovered(self, message: dict[str, Any]) -> None:
+        """The server's capabilities (``initialize``, ``server/discover``) without tasks."""
+        result = message.get("result")
+        if isinstance(result, dict):
+            capabilities = result.get("capabilities")
+            if isinstance(capabilities, dict) and "tasks" in capabilities:
+                message["result"] = {**result, "capabilities": _without_tasks(capabilities)}
+        self._to_host(message)
+
+    async def _scrub_answer(self, message: dict[str, Any]) -> None:
+        result = message.get("result")
+        if result is not None and self.proxy.policy.redaction:
+            clean, paths = self.proxy.policy.redactor.redact(result, "result")
+            if paths:
+                message["result"] = clean
+        self._to_host(message)
+
+    # -- tools -------------------------------------------------------------------------------
+
+    def _listed_to_host(self, message: dict[str, Any], paged: bool) -> None:
+        """The server's answer to the host's ``tools/list``: its tools registered (the pins
+        reviewed), and the host shown those it may see, under their registered names."""
+        result = message.get("result")
+        tools = result.get("tools") if isinstance(result, dict) else None
+        if isinstance(result, dict) and isinstance(tools, list):
+            whole = not paged and not result.get("nextCursor")
+            registered = self._register([t for t in tools if isinstance(t, dict)], whole=whole)
+            shown = [
+                data if data.get("name") == name else {**data, "name": name}
+                for name, data in registered
+                if self._shown(name)
+            ]
+            message["result"] = {**result, "tools": shown}
+        self._to_host(message)
+
+    def _shown(self, name: str) -> bool:
+        proxy, policy = self.proxy, self.proxy.policy
+        if policy.denies(name) and not policy.list_denied:
+            return False
+        if proxy.pinning is not None and proxy.pinning.refused(name):
+            return False
+        rules = proxy.identity_rules
+        return rules is None or rules.allows(LOCAL_STDIO, name)
+
+    async def _known(self, name: str) -> None:
+        """List the server's tools when ``name`` is not one of those known (a host that calls
+        without listing first)."""
+        if name in self.listing.upstream_names:
+            return
+        if self._listing is None or self._listing.done():
+            self._listing = asyncio.ensure_future(self._list_upstream())
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._listing)
+
+    async def _list_upstream(self) -> None:
+        """List the server's tools (every page) and register them; also after the server
+        announced a change."""
+        listed: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(100):  # a paginator that never ends cannot hang us
+            page = await self._request("tools/list", {"cursor": cursor} if cursor else {})
+            tools = page.get("tools")
+            if isinstance(tools, list):
+                listed.extend(t for t in tools if isinstance(t, dict))
+            cursor = page.get("nextCursor")
+            if not cursor:
+                break
+        self._register(listed, whole=True)
+
+    def _register(
+        self, listed: list[dict[str, Any]], *, whole: bool
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Register the tools of a listing (``whole``: all of them, so that tools gone are
+        removed) and review them against the pins; (registered name, listing) of each."""
+        models: list[tuple[str, mcp_types.Tool]] = []
+        out: list[tuple[str, dict[str, Any]]] = []
+        listing = _Listing() if whole else self.listing
+        for data in listed:
+            try:
+                model = mcp_types.Tool.model_validate(data)
+            except ValueError:
+                logger.warning(
+                    "upstream %r listed a malformed tool: %.200s", self.config.name, data
+                )
+                continue
+            registered = tool_name(model.name, self.prefix)
+            listing.tools[registered] = data
+            listing.upstream_names[registered] = model.name
+            models.append((registered, model))
+            out.append((registered, data))
+        if whole:
+            for name in self.listing.tools:
+                if name not in listing.tools:
+                    self.registry.remove(name)
+            self.listing = listing
+        for registered, model in models:
+            self.registry.add(self._make_tool(registered, model))
+        pinning = self.proxy.pinning
+        if pinning is not None:
+            pinning.review(upstream_key(self.config.name, " ".join(self.config.command)), models)
+        return out
+
+    def _make_tool(self, registered: str, listing: mcp_types.Tool) -> Any:
+        upstream = listing.name
+
+        async def call(ctx: ToolContext, **arguments: Any) -> ToolOutput:
+            return await self._call_upstream(upstream, arguments, ctx)
+
+        call.__name__ = registered
+        return make_tool(
+            call,
+            name=registered,
+            description=listing.description or listing.title or upstream,
+            parameters=strict_schema(listing.input_schema, False),
+            timeout=self.config.timeout,
+            output_schema=listing.output_schema,
+        )
+
+    async def _call(self, request_id: Any, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        name = params.get("name")
+        arguments = params.get("arguments")
+        meta = params.get("_meta")
+        meta = meta if isinstance(meta, dict) else None
+        span = self._server_span("tools/call", message)
+        host = _HOST_REQUEST.set((request_id, meta))
+        try:
+            with trace.use_span(span, end_on_exit=False):
+                await self._known(str(name))
+                link = self._session_link()
+                prepared = await self.executor.prepare(
+                    ToolCall(str(request_id), str(name), dict(arguments or {})),
+                    context=AgentContext(run_id=self.run_id, agent_name=self.proxy.policy.name),
+                    timeout=self.proxy._timeout_for(str(name)),
+                    links=[link] if link is not None else None,
+                )
+                result = await self.executor.finish(prepared)
+            data = wire_result(result)
+            if self.protocol_version in MODERN_PROTOCOL_VERSIONS and "resultType" not in data:
+                data = {**data, "resultType": "complete"}  # a result of the proxy's own
+            if data.get("isError") is True:
+                span.set_attribute("error.type", "tool_error")
+                span.set_status(StatusCode.ERROR)
+            self._to_host({"jsonrpc": "2.0", "id": request_id, "result": data})
+        finally:
+            _HOST_REQUEST.reset(host)
+            self._calls.pop(request_id, None)
+            self._cancelled.discard(request_id)
+            span.end()
+
+    async def _call_upstream(
+        self, upstream_name: str, arguments: dict[str, Any], ctx: ToolContext
+    ) -> ToolOutput:
+        """``tools/call`` on the server with the host's request id and ``_meta`` (progress
+        token), and the current trace context."""
+        request_id, host_meta = _HOST_REQUEST.get()
+        meta = dict(host_meta or {})
+        propagate.inject(meta)
+        attributes: dict[str, Any] = {
+            A.NETWORK_TRANSPORT: "pipe",
+            A.MCP_METHOD_NAME: "tools/call",
+            A.JSONRPC_REQUEST_ID: str(request_id),
+        }
+        if self.protocol_version:
+            attributes[A.MCP_PROTOCOL_VERSION] = self.protocol_version
+        request = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": upstream_name, "arguments": arguments, "_meta": meta},
+        }
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = _Pending(future=future)
+        upstream = await self._ensure_upstream()
+        upstream.send(dumps(request))
+        try:
+            answer = await future
+        except asyncio.CancelledError:
+            if request_id not in self._cancelled and self.upstream is upstream:
+                upstream.send(_cancelled(request_id, "otelhooks proxy: the call was cancelled"))
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+        error = answer.get("error")
+        if isinstance(error, dict):
+            code = str(error.get("code"))
+            raise MCPToolError(
+                f"MCP error {code}: {error.get('message')}",
+                error_type=code,
+                attributes={**attributes, A.RPC_RESPONSE_STATUS_CODE: code},
+            )
+        result = answer.get("result")
+        ctx.set_attributes(attributes)
+        return output_of(result if isinstance(result, dict) else {})
+
+    # -- from the server ---------------------------------------------------------------------
+
+    async def _from_upstream(self, upstream: UpstreamProcess) -> None:
+        try:
+            while line := await upstream.readline():
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    message = None
+                if isinstance(message, dict):
+                    outcome = self._upstream_message(message, line)
+                    if outcome is not None:
+                        await outcome
+                else:
+                    self._to_host(line)
+                await self.writer.drain()
+        finally:
+            if self.upstream is upstream:
+                self.upstream = None
+                self._spawn(upstream.stop())
+            self._fail_pending(upstream)
+
+    def _upstream_message(self, message: dict[str, Any], line: bytes) -> Awaitable[None] | None:
+        method = message.get("method")
+        if method is None:
+            pending = self._pending.pop(message.get("id"), None)
+            if pending is None:
+                self._to_host(line)
+                return None
+            if pending.span is not None:
+                _end(pending.span, message)
+            if pending.future is not None:
+                if not pending.future.done():
+                    pending.future.set_result(message)
+                return None
+            if pending.answer is not None:
+                return pending.answer(message)
+            self._to_host(line)
+        elif method == "notifications/message" and self.proxy.policy.redaction:
+            params = message.get("params")
+            if isinstance(params, dict) and "data" in params:
+                clean, paths = self.proxy.policy.redactor.redact(params["data"], "log")
+                if paths:
+                    message["params"] = {**params, "data": clean}
+                    line = dumps(message)
+            self._to_host(line)
+        elif method == "notifications/tools/list_changed":
+            self._spawn(self._tools_changed(line))
+        else:
+            self._to_host(line)
+        return None
+
+    async def _tools_changed(self, line: bytes) -> None:
+        """List (and review) the tools again, then tell the host."""
+        self._listing = asyncio.ensure_future(self._list_upstream())
+        try:
+            await asyncio.shield(self._listing)
+        except Exception:
+            logger.warning("listing the tools of %r again failed", self.config.name, exc_info=True)
+        self._to_host(line)
+
+    def _fail_pending(self, upstream: UpstreamProcess) -> None:
+        """The server is gone: what was waiting for it fails."""
+        gone = (
+            f"the MCP server {self.config.name!r} is gone (it closed its output); it is started "
+            "again on the next call"
+        )
+        for request_id, pending in list(self._pending.items()):
+            del self._pending[request_id]
+            if pending.future is not None:
+                if not pending.future.done():
+                    pending.future.set_exception(MCPToolError(gone, error_type=CONNECTION_ERROR))
+            elif not (isinstance(request_id, str) and request_id.startswith(_PRIVATE)):
+                self._answer_error(request_id, pending.span, mcp_types.CONNECTION_CLOSED, gone)
+            if pending.span is not None:
+                pending.span.end()
+
+    # -- the relay's own requests ------------------------------------------------------------
+
+    async def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A request of the relay's own to the server; its result (``MCPToolError`` for an
+        error or a server that is gone)."""
+        upstream = self.upstream or await self._ensure_upstream()
+        self._next_id += 1
+        request_id = f"{_PRIVATE}{self._next_id}"
+        if self._host_meta is not None:
+            params = {**params, "_meta": self._host_meta}
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = _Pending(future=future)
+        upstream.send(
+            dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        )
+        try:
+            async with asyncio.timeout(self.config.start_timeout):
+                answer = await future
+        finally:
+            self._pending.pop(request_id, None)
+        error = answer.get("error")
+        if isinstance(error, dict):
+            raise MCPToolError(f"MCP error {error.get('code')}: {error.get('message')}")
+        result = answer.get("result")
+        return result if isinstance(result, dict) else {}
+
+    # -- spans -------------------------------------------------------------------------------
+
+    def _server_span(
+        self, method: str, message: dict[str, Any], *, session_level: bool = True
+    ) -> Span:
+        """The span the ``mcp`` SDK's server middleware gives a request: a call's own trace
+        (or the host's, from ``params._meta``), a session message's in the session's trace."""
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        name = params.get("name")
+        target = name if isinstance(name, str) else None
+        attributes: dict[str, Any] = {"mcp.method.name": method}
+        if self.protocol_version:
+            attributes["mcp.protocol.version"] = self.protocol_version
+        request_id = message.get("id")
+        if request_id is not None:
+            attributes["jsonrpc.request.id"] = str(request_id)
+        if method == "tools/call":
+            attributes["gen_ai.operation.name"] = "execute_tool"
+            if target is not None:
+                attributes["gen_ai.tool.name"] = target
+        elif method == "prompts/get" and target is not None:
+            attributes["gen_ai.prompt.name"] = target
+        meta = params.get("_meta")
+        parent = _extracted(meta)
+        if parent is None and session_level and method not in CALLS:
+            parent = self._session
+        if parent is None:
+            parent = otel_context.Context()
+        return self.tracer.start_span(
+            f"{method} {target}" if target else method,
+            context=parent,
+            kind=SpanKind.SERVER,
+            attributes=attributes,
+        )
+
+    def _session_link(self) -> Link | None:
+        if self._session is None:
+            return None
+        context = trace.get_current_span(self._session).get_span_context()
+        return Link(context) if context.is_valid else None
+
+    def _answer_error(self, request_id: Any, span: Span | None, code: int, text: str) -> None:
+        error = {"code": code, "message": f"otelhooks proxy: {text}"}
+        message = {"jsonrpc": "2.0", "id": request_id, "error": error}
+        if span is not None:
+            _end(span, message, end=False)
+        self._to_host(message)
+
+
+def _without_tasks(capabilities: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in capabilities.items() if k != "tasks"}
+
+
+def _tasks_dropped(message: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    """A 2026-07-28 request without ``tasks`` in the client capabilities of its ``_meta``."""
+    params = message["params"]
+    meta = dict(params["_meta"])
+    capabilities = meta.get(_CAPABILITIES)
+    if not isinstance(capabilities, dict) or "tasks" not in capabilities:
+        return message, dumps(message)
+    meta[_CAPABILITIES] = _without_tasks(capabilities)
+    message = {**message, "params": {**params, "_meta": meta}}
+    return message, dumps(message)
+
+
+def _cancelled(request_id: Any, reason: str) -> bytes:
+    params = {"requestId": request_id, "reason": reason}
+    return dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
+
+
+def _extracted(meta: Any) -> otel_context.Context | None:
+    """The trace context a host sent in ``params._meta`` (``None`` without a valid one)."""
+    if not isinstance(meta, dict) or "traceparent" not in meta:
+        return None
+    context = propagate.extract(meta)
+    return context if trace.get_current_span(context).get_span_context().is_valid else None
+
+
+def _end(span: Span, answer: dict[str, Any], *, end: bool = True) -> None:
+    """End a request's span with what the answer says (a JSON-RPC error as the SDK's server
+    records it)."""
+    error = answer.get("error")
+    if isinstance(error, dict):
+        code = str(error.get("code"))
+        span.set_attributes({"error.type": code, "rpc.response.status_code": code})
+        span.set_status(StatusCode.ERROR, str(error.get("message")))
+    if end:
+        span.end()
