@@ -381,3 +381,48 @@ async def test_a_rule_that_matches_no_tool_stops_the_start_unless_told_otherwise
     warned = proxy_cli("--policy", str(lenient), "--check", "--", *time_command())
     assert warned.returncode == 0, warned.stderr
     assert "get_weather" in warned.stderr
+
+
+# -- the stdio relay (one stdio upstream) ------------------------------------------------------
+
+
+async def test_the_relay_cancels_a_timed_out_call_upstream_and_restarts_a_dead_server(
+    tmp_path: Path, record: Path
+) -> None:
+    policy = write_policy(tmp_path / "policy.toml", "[tools]\ntimeouts = { hang = 1 }\n")
+    params = proxy_params(
+        "--policy", str(policy), "--", *fault_command(), env={"FAULT_SERVER_RECORD": str(record)}
+    )
+    async with Client(params) as host:
+        hung = await host.call_tool("hang", {})
+        await wait_for_record(record, "cancelled", name="hang")  # the server was told
+        crashed = await host.call_tool("crash", {})
+        again = await host.call_tool("echo", {"text": "a new server"})
+        names = {t.name for t in (await host.list_tools()).tools}
+    assert hung.is_error and "timed out" in text_of(hung).lower()
+    assert crashed.is_error and "is gone" in text_of(crashed)
+    assert not again.is_error and text_of(again) == "a new server"
+    assert {"echo", "crash", "hang"} <= names
+
+
+async def test_the_relay_reviews_a_changed_tool_against_its_pin_and_holds_it_back(
+    tmp_path: Path, record: Path
+) -> None:
+    policy = write_policy(
+        tmp_path / "policy.toml", f'[pinning]\nfile = "{tmp_path / "pins.json"}"\n'
+    )
+    params = proxy_params(
+        "--policy", str(policy), "--", *fault_command(), env={"FAULT_SERVER_RECORD": str(record)}
+    )
+    async with Client(params) as host:
+        assert text_of(await host.call_tool("echo", {"text": "pinned"})) == "pinned"
+        await host.call_tool("add_tool", {"name": "echo"})  # a new definition, list changed
+        for _ in range(100):
+            names = {t.name for t in (await host.list_tools()).tools}
+            if "echo" not in names:
+                break
+            await asyncio.sleep(0.05)
+        changed = await host.call_tool("echo", {})
+    assert "echo" not in names and "weather" in names
+    assert changed.is_error and "changed" in text_of(changed)
+    assert len(records(record, "tool", name="echo")) == 1  # the changed tool never ran
