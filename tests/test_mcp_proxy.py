@@ -426,3 +426,44 @@ async def test_the_relay_reviews_a_changed_tool_against_its_pin_and_holds_it_bac
     assert "echo" not in names and "weather" in names
     assert changed.is_error and "changed" in text_of(changed)
     assert len(records(record, "tool", name="echo")) == 1  # the changed tool never ran
+
+
+def test_the_relay_lets_no_call_past_the_boundary_in_a_batch_or_without_an_id(
+    tmp_path: Path, record: Path
+) -> None:
+    policy = write_policy(tmp_path / "policy.toml", '[tools]\ndeny = ["echo"]\n')
+    call = {"name": "echo", "arguments": {"text": "smuggled"}}
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        [{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call}],
+        {"jsonrpc": "2.0", "method": "tools/call", "params": call},
+        "not json",
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call},
+    ]  # fmt: skip
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "otelhooks", "mcp", "proxy", "--policy", str(policy), "--",
+         *fault_command()],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "OTEL_TRACES_EXPORTER": "none", "FAULT_SERVER_RECORD": str(record)},
+    )  # fmt: skip
+    assert proxy.stdin is not None and proxy.stdout is not None
+    for line in lines:
+        proxy.stdin.write((line if isinstance(line, str) else json.dumps(line)) + "\n")
+    proxy.stdin.flush()
+    answers: list[dict[str, Any]] = []
+    while not any(a.get("id") == 3 for a in answers):
+        out = proxy.stdout.readline()
+        assert out, "the proxy closed stdout before answering"
+        answers.append(json.loads(out))
+    proxy.stdin.close()
+    stderr = proxy.stderr.read() if proxy.stderr is not None else ""
+    proxy.wait(timeout=30)
+    codes = [a["error"]["code"] for a in answers if "error" in a]
+    assert codes == [-32600, -32700], answers  # the batch, the line that is not JSON
+    (blocked,) = [a for a in answers if a.get("id") == 3]
+    assert blocked["result"]["isError"] and "denied" in blocked["result"]["content"][0]["text"]
+    assert not records(record, "tool", name="echo")  # nothing reached the server's tool
+    assert "dropped a tools/call request without an id" in stderr

@@ -280,10 +280,20 @@ class StdioRelay:
         try:
             message = json.loads(line)
         except ValueError:
-            message = None
+            if line.strip():
+                self._answer_error(None, None, mcp_types.PARSE_ERROR, "the message is not JSON")
+            return
+        if not isinstance(message, dict) or (
+            "method" in message and not isinstance(message["method"], str)
+        ):
+            # A batch (or any other shape) could carry a tools/call past the boundary: refused.
+            self._answer_error(
+                None, None, mcp_types.INVALID_REQUEST, "one JSON-RPC object per line"
+            )
+            return
         upstream = await self._ensure_upstream()
-        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
-            upstream.send(line)  # an answer to the server's request, or what only it can judge
+        if "method" not in message:
+            upstream.send(line)  # the host's answer to a request of the server's
             return
         method: str = message["method"]
         request_id = message.get("id", _NO_ID)
@@ -324,6 +334,10 @@ class StdioRelay:
     def _notification(
         self, upstream: UpstreamProcess, method: str, message: dict[str, Any], line: bytes
     ) -> None:
+        if not method.startswith("notifications/"):
+            # A request without an id (tools/call among them) would run unanswered and unseen.
+            logger.warning("dropped a %s request without an id from the host", method)
+            return
         upstream.send(line)
         if method == "notifications/initialized":
             self._initialized = True
