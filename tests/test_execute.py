@@ -608,3 +608,105 @@ def test_attribute_names_match_the_semantic_conventions() -> None:
 async def test_no_global_provider_is_touched(executor: ToolExecutor) -> None:
     await executor.execute(ToolCall("c1", "echo", {"text": "hi"}))
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
+def _untraced_and_traced(
+    registry: ToolRegistry, hooks: Hooks, tracing: InMemoryTracing
+) -> tuple[ToolExecutor, ToolExecutor]:
+    untraced = ToolExecutor(registry, hooks, tracer_provider=trace.NoOpTracerProvider())
+    assert untraced._unobserved  # the path nothing records
+    return untraced, ToolExecutor(registry, hooks, tracer_provider=tracing.provider)
+
+
+async def test_a_call_nothing_records_has_the_outcomes_of_a_traced_one(
+    otelhooks_tracing: InMemoryTracing,
+) -> None:
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def at_once(text: str) -> str:
+        return text.upper()
+
+    @registry.tool
+    async def waits(text: str) -> dict[str, str]:
+        await asyncio.sleep(0)
+        return {"text": text}
+
+    @registry.tool(timeout=0.05)
+    async def hangs(text: str) -> str:
+        await asyncio.sleep(5)
+        return text
+
+    @registry.tool
+    async def fails(text: str) -> str:
+        raise ValueError(f"no {text}")
+
+    @registry.tool
+    def counts(text: str, timeout: float = 0.0) -> list[int]:
+        return [len(text)]
+
+    calls = [
+        ToolCall("1", "at_once", {"text": "a"}),
+        ToolCall("2", "waits", {"text": "b"}),
+        ToolCall("3", "hangs", {"text": "c"}),
+        ToolCall("4", "fails", {"text": "d"}),
+        ToolCall("5", "counts", '{"text": "eee"}'),
+        ToolCall("6", "at_once", {"text": 1}),
+        ToolCall("7", "at_once", {"text": "a", "extra": 1}),
+        ToolCall("8", "missing", {}),
+    ]
+    untraced, traced = _untraced_and_traced(registry, Hooks(), otelhooks_tracing)
+    for call in calls:
+        plain, recorded = await untraced.execute(call), await traced.execute(call)
+        assert plain == recorded, call
+    assert [s for s in otelhooks_tracing.spans() if s.name.startswith("execute_tool")]
+
+
+async def test_a_call_nothing_records_sees_hooks_and_tools_that_changed_since_the_last(
+    otelhooks_tracing: InMemoryTracing,
+) -> None:
+    registry, hooks = ToolRegistry(), Hooks()
+
+    def one(text: str) -> str:
+        return f"one {text}"
+
+    def two(text: str) -> str:
+        return f"two {text}"
+
+    registry.register(one, name="echo")
+    untraced = ToolExecutor(registry, hooks, tracer_provider=trace.NoOpTracerProvider())
+    call = ToolCall("c", "echo", {"text": "x"})
+    assert (await untraced.execute(call)).content == "one x"
+    assert (await untraced.execute(call)).content == "one x"  # now from the executor's cache
+
+    registry.register(two, name="echo")
+    assert (await untraced.execute(call)).content == "two x"
+
+    blocker = hooks.add(before=lambda ctx: block("not now"))
+    result = await untraced.execute(call)
+    assert result.is_error and result.content == "blocked: not now"
+    hooks.remove(blocker)
+    assert (await untraced.execute(call)).content == "two x"
+
+    registry.remove("echo")
+    result = await untraced.execute(call)
+    assert result.is_error and "echo" in result.content
+
+
+async def test_a_registry_of_its_own_class_is_asked_for_every_call() -> None:
+    class Counting(ToolRegistry):
+        asked = 0
+
+        def get(self, name: str) -> Any:
+            Counting.asked += 1
+            return super().get(name)
+
+    def echo(text: str) -> str:
+        return text
+
+    registry = Counting()
+    registry.register(echo)
+    untraced = ToolExecutor(registry, Hooks(), tracer_provider=trace.NoOpTracerProvider())
+    for _ in range(3):
+        assert (await untraced.execute(ToolCall("c", "echo", {"text": "x"}))).content == "x"
+    assert Counting.asked == 3

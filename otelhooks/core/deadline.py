@@ -11,6 +11,11 @@ that end before their deadline (nearly all) cost an insertion and a removal.
 Contract: a block's timeout fires no earlier than ``timeout`` seconds after it was entered and
 at most its slack later: a sixteenth of the timeout, at most 0.25 s (the 180 s default fires within
 a quarter of a second; a 0.1 s timeout within 6 ms).
+
+:func:`bounded` awaits one awaitable under such a bound, and registers the bound only when the
+awaitable first waits: until then the task holds the loop and no timer could fire, so the outcome
+is the one a block entered before the first step gives (the time of that step counts against the
+timeout), and an awaitable that finishes without waiting costs no registration at all.
 """
 
 from __future__ import annotations
@@ -20,11 +25,14 @@ import contextlib
 import math
 import sys
 import time
+import types
 import weakref
 from asyncio import CancelledError, get_running_loop
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
-from typing import Final
+from typing import Any, Final, TypeVar
+
+T = TypeVar("T")
 
 _SLACK_FRACTION: Final = 1 / 16
 _MAX_SLACK: Final = 0.25
@@ -88,10 +96,11 @@ def _watch(loop: asyncio.AbstractEventLoop) -> _Watch:
 class Deadline:
     """A block of the current task that must end within its timeout (a ``with`` block)."""
 
-    __slots__ = ("_cancelling", "_task", "_watch", "at", "due", "expired", "timeout")
+    __slots__ = ("_cancelling", "_spent", "_task", "_watch", "at", "due", "expired", "timeout")
 
-    def __init__(self, timeout: float) -> None:
+    def __init__(self, timeout: float, spent: float = 0.0) -> None:
         self.timeout = timeout if timeout > 0.0 else 0.0
+        self._spent = spent  # seconds of the timeout used before the block was entered
         self.expired = False
 
     def __enter__(self) -> Deadline:
@@ -106,7 +115,7 @@ class Deadline:
         self._task = task
         self._cancelling = task.cancelling()
         timeout = self.timeout
-        at = self.at = watch.clock() + timeout
+        at = self.at = watch.clock() + timeout - self._spent
         slack = timeout * _SLACK_FRACTION
         due = self.due = at + (slack if slack < _MAX_SLACK else _MAX_SLACK)
         watch.blocks.add(self)
@@ -137,3 +146,32 @@ class Deadline:
 def deadline(timeout: float | None) -> contextlib.AbstractContextManager[object]:
     """A ``with`` block of the current task bounded by ``timeout`` seconds (``None``: no bound)."""
     return _NO_DEADLINE if timeout is None else Deadline(timeout)
+
+
+def bounded(awaitable: Awaitable[T], timeout: float | None) -> Awaitable[T]:
+    """``awaitable`` awaited within ``timeout`` seconds (``None``: no bound): the outcomes of
+    ``with deadline(timeout): await awaitable``, with the bound registered at the first wait."""
+    return awaitable if timeout is None else _bounded(awaitable, timeout)
+
+
+@types.coroutine
+def _bounded(awaitable: Awaitable[T], timeout: float) -> Generator[Any, Any, T]:
+    steps: Any = awaitable  # a coroutine object steps itself; anything else through __await__
+    if type(steps) is not types.CoroutineType and type(steps) is not types.GeneratorType:
+        steps = awaitable.__await__()
+    started = time.monotonic()
+    try:
+        waiting = steps.send(None)
+    except StopIteration as done:  # finished without waiting: no timer could have fired
+        return done.value  # type: ignore[no-any-return]
+    with Deadline(timeout, time.monotonic() - started):
+        while True:  # hand the first wait to the task; what it throws in goes on to the awaitable
+            try:
+                yield waiting
+                break
+            except BaseException as exc:
+                try:
+                    waiting = steps.throw(exc)
+                except StopIteration as done:
+                    return done.value  # type: ignore[no-any-return]
+        return (yield from steps)  # type: ignore[no-any-return]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypedDict, Unpack
@@ -41,9 +41,10 @@ from .chain import (
     run_after_chain,
     run_before_chain,
 )
-from .deadline import deadline
+from .deadline import bounded
 from .handler import as_result, bound, collect, error_result, error_text, run_unobserved
 from .hooks import (
+    NO_HOOKS,
     AfterToolCallContext,
     BeforeToolCallContext,
     HookChain,
@@ -151,18 +152,45 @@ class ToolExecutor:
         self._unobserved = self.recorder.tracing_off and not (
             meter_provider is not None or _live_meter_provider()
         )
+        # The tools found plain (see _plain_tool) under one hook chain and registry generation;
+        # a registry of another class (which may look tools up its own way) is never cached.
+        self._plain: dict[str, Tool] = {}
+        self._plain_chain: HookChain | None = None
+        self._plain_generation = -1
+        self._cache_plain = type(registry) is ToolRegistry
 
     # -- public entry points ------------------------------------------------------------------
 
-    async def execute(self, call: ToolCall, **options: Unpack[CallOptions]) -> ToolResult:
-        """Run one call through before -> run -> after and return its result."""
-        unwatched = options.get("signal") is None and options.get("on_update") is None
-        if self._unobserved and unwatched:
-            tool = self._plain_tool(call, options.get("hooks"))
-            if tool is not None:
-                return await run_unobserved(
+    def execute(
+        self, call: ToolCall, **options: Unpack[CallOptions]
+    ) -> Coroutine[Any, Any, ToolResult]:
+        """Run one call through before -> run -> after: a coroutine that returns its result
+        (``await executor.execute(call)``)."""
+        if self._unobserved:
+            if not options:
+                name = call.name
+                own = self.hooks
+                tool: Tool | None
+                if (
+                    type(name) is str
+                    and name in self._plain
+                    and (own._chain if type(own) is Hooks else own) is self._plain_chain
+                    and self.registry.generation == self._plain_generation
+                ):
+                    tool = self._plain[name]
+                else:
+                    tool = self._plain_tool(call, None)
+            elif options.get("signal") is None and options.get("on_update") is None:
+                tool = self._plain_tool(call, options.get("hooks"))
+            else:
+                tool = None
+            if tool is not None:  # the coroutine of the call itself: no layer around it
+                return run_unobserved(
                     self.registry, call, tool, options.get("timeout"), self.tool_timeout
                 )
+        return self._execute(call, options)
+
+    async def _execute(self, call: ToolCall, options: CallOptions) -> ToolResult:
         return await self.finish(await self.prepare(call, **options))
 
     async def prepare(
@@ -289,8 +317,7 @@ class ToolExecutor:
         with p.trace.phase(A.SPAN_RUN) as phase, phase.current():
             timeout, in_thread = bound(p.timeout, p.args, tool, self.tool_timeout)
             try:
-                with deadline(timeout):
-                    value = await self._invoke(p, tool, phase, in_thread)
+                value = await bounded(self._invoke(p, tool, phase, in_thread), timeout)
                 return as_result(p.call, value)
             except TimeoutError:
                 p.error_type = A.ERR_TOOL_TIMEOUT
@@ -525,8 +552,20 @@ class ToolExecutor:
         tool = self.registry.get(name) if type(name) is str else None
         if tool is None or tool.prepare_arguments is not None or tool._context_param:
             return None
-        phase = self._chain(hooks).for_tool(name)
-        return None if phase.before or phase.after or phase.observers else tool
+        cache = hooks is None and self._cache_plain
+        if hooks is None:
+            own = self.hooks
+            hooks = own.snapshot() if type(own) is Hooks else self._chain(None)
+        if hooks.for_tool(name) is not NO_HOOKS:
+            return None
+        if cache:
+            generation = self.registry.generation
+            if hooks is not self._plain_chain or generation != self._plain_generation:
+                self._plain.clear()
+                self._plain_chain, self._plain_generation = hooks, generation
+            if len(self._plain) < 4096:  # bounded: names come from the model
+                self._plain[name] = tool
+        return tool
 
 
 def _live_meter_provider() -> bool:

@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from ..telemetry.content import to_json_text
 from .cancel import CancelSignal
-from .deadline import deadline
+from .deadline import bounded
 from .messages import ToolCall, ToolResult
 from .tools import InvalidArguments, Tool, ToolOutput, ToolRegistry
 
@@ -58,8 +58,9 @@ def bound(
 async def run_unobserved(
     registry: ToolRegistry, call: ToolCall, tool: Tool, timeout: float | None, default: float | None
 ) -> ToolResult:
-    """A call nothing records and no hook applies to: validation, the handler and the result,
-    with the outcomes of the traced path and none of its bookkeeping."""
+    """A call nothing records and no hook applies to, of a tool with no context parameter:
+    validation, the handler and the result, with the outcomes of the traced path and none of its
+    bookkeeping."""
     try:
         args = tool.validate(call.arguments)
     except InvalidArguments as exc:
@@ -73,17 +74,18 @@ async def run_unobserved(
         limit, in_thread = None, False
     try:
         if not (tool.is_async or in_thread):  # inline: no coroutine to make
-            value = tool.call(args, tool_call_id=call.id, signal=_UNWATCHED)
+            value = tool.handler(**args)
             if type(value) not in _PLAIN and inspect.isawaitable(value):
                 value = await value
         elif tool.is_async:
-            with deadline(limit):
-                value = await tool.call(args, tool_call_id=call.id, signal=_UNWATCHED)
+            value = await bounded(tool.handler(**args), limit)
         else:
-            with deadline(limit):
-                value = await registry.run(
+            value = await bounded(
+                registry.run(
                     tool, args, tool_call_id=call.id, signal=_UNWATCHED, in_thread=in_thread
-                )
+                ),
+                limit,
+            )
         if type(value) is not str and (inspect.isgenerator(value) or inspect.isasyncgen(value)):
             value = await collect(value, None)
     except TimeoutError:

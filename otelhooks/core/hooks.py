@@ -257,6 +257,7 @@ class PhaseHooks:
 
 
 NO_HOOKS: Final = PhaseHooks((), (), ())
+"""What applies to a tool no hook matches (:meth:`HookChain.for_tool` returns this object)."""
 
 
 class HookChain:
@@ -306,10 +307,14 @@ class HookChain:
             if not self.hooks:
                 return NO_HOOKS
             applicable = [h for h in self.hooks if h.applies_to(tool_name)]
-            found = PhaseHooks(
-                tuple(h for h in applicable if h.before is not None),
-                tuple(h for h in applicable if h.after is not None),
-                tuple(h for h in applicable if h.observe is not None),
+            found = (
+                PhaseHooks(
+                    tuple(h for h in applicable if h.before is not None),
+                    tuple(h for h in applicable if h.after is not None),
+                    tuple(h for h in applicable if h.observe is not None),
+                )
+                if applicable
+                else NO_HOOKS
             )
             if len(self._cache) < 4096:  # bounded: names come from the model
                 self._cache[tool_name] = found

@@ -139,9 +139,15 @@ class Tool:
     _context_param: str | None = field(default=None, repr=False)
     _model: type[pydantic.BaseModel] | None = field(default=None, repr=False)
     _validator: jsonschema.protocols.Validator | None = field(default=None, repr=False)
+    _validate_model: Callable[[Any], pydantic.BaseModel] | None = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handler))
+        model = self._model
+        check = None if model is None else model.__pydantic_validator__.validate_python
+        object.__setattr__(self, "_validate_model", check)
         object.__setattr__(self, "spec", ToolSpec(self.name, self.description, self.parameters))
         if self.execution not in ("parallel", "sequential"):
             raise ValueError(
@@ -152,12 +158,13 @@ class Tool:
     def validate(self, arguments: Mapping[str, Any] | str) -> dict[str, Any]:
         """The validated arguments; :class:`InvalidArguments` says what is wrong."""
         args = decode_arguments(arguments)
-        if self._model is not None:
+        check = self._validate_model
+        if check is not None:
             try:
-                model = self._model.__pydantic_validator__.validate_python(args)
+                model = check(args)
             except pydantic.ValidationError as exc:
                 raise InvalidArguments(_pydantic_message(exc)) from None
-            return model.__dict__  # type: ignore[no-any-return]  # a fresh dict of field values
+            return model.__dict__  # a fresh dict of field values
         if self._validator is not None:
             errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.path))
             if errors:
@@ -174,11 +181,12 @@ class Tool:
         on_attributes: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> Any:
         """Call the handler with validated arguments; returns its value (an awaitable if async)."""
+        if self._context_param is None:
+            return self.handler(**args)
         kwargs = dict(args)
-        if self._context_param is not None:
-            kwargs[self._context_param] = ToolContext(
-                tool_call_id, self.name, signal, on_progress, on_attributes
-            )
+        kwargs[self._context_param] = ToolContext(
+            tool_call_id, self.name, signal, on_progress, on_attributes
+        )
         return self.handler(**kwargs)
 
 
@@ -381,16 +389,20 @@ class ToolRegistry:
 
     def __init__(self, tools: list[Tool] | None = None) -> None:
         self._tools: dict[str, Tool] = {}
+        self.generation = 0
+        """Changes with every :meth:`add` and :meth:`remove` (what caches of lookups check)."""
         for t in tools or ():
             self.add(t)
 
     def add(self, tool: Tool) -> Tool:
         """Register a built :class:`Tool` (replacing one of the same name)."""
         self._tools[tool.name] = tool
+        self.generation += 1
         return tool
 
     def remove(self, name: str) -> Tool | None:
         """Unregister a tool by name; returns it, or ``None`` if there was none."""
+        self.generation += 1
         return self._tools.pop(name, None)
 
     def register(self, fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
