@@ -552,17 +552,14 @@ class ToolExecutor:
         tool = self.registry.get(name) if type(name) is str else None
         if tool is None or tool.prepare_arguments is not None or tool._context_param:
             return None
-        cache = hooks is None and self._cache_plain
-        if hooks is None:
-            own = self.hooks
-            hooks = own.snapshot() if type(own) is Hooks else self._chain(None)
-        if hooks.for_tool(name) is not NO_HOOKS:
+        chain = self._chain(hooks)
+        if chain.for_tool(name) is not NO_HOOKS:
             return None
-        if cache:
+        if hooks is None and self._cache_plain:
             generation = self.registry.generation
-            if hooks is not self._plain_chain or generation != self._plain_generation:
+            if chain is not self._plain_chain or generation != self._plain_generation:
                 self._plain.clear()
-                self._plain_chain, self._plain_generation = hooks, generation
+                self._plain_chain, self._plain_generation = chain, generation
             if len(self._plain) < 4096:  # bounded: names come from the model
                 self._plain[name] = tool
         return tool
