@@ -710,3 +710,57 @@ async def test_a_registry_of_its_own_class_is_asked_for_every_call() -> None:
     for _ in range(3):
         assert (await untraced.execute(ToolCall("c", "echo", {"text": "x"}))).content == "x"
     assert Counting.asked == 3
+
+
+async def test_spans_of_hooks_handler_and_observers_nest_under_their_phase(
+    registry: ToolRegistry, hooks: Hooks, otelhooks_tracing: InMemoryTracing
+) -> None:
+    tracer = otelhooks_tracing.provider.get_tracer("test")
+
+    @registry.tool
+    def traced(text: str) -> str:
+        with tracer.start_as_current_span("handler work"):
+            return text
+
+    @hooks.before
+    def look(ctx: BeforeToolCallContext) -> None:
+        tracer.start_span("before-hook work").end()
+
+    @hooks.after
+    def check(ctx: AfterToolCallContext) -> None:
+        tracer.start_span("after-hook work").end()
+
+    def observe(record: ToolCallRecord) -> None:
+        tracer.start_span("observer work").end()
+
+    hooks.add(observe=observe, name="observe")
+
+    executor = ToolExecutor(registry, hooks, tracer_provider=otelhooks_tracing.provider)
+    outside = trace.get_current_span()
+    await executor.execute(ToolCall("n1", "traced", {"text": "hi"}))
+
+    assert trace.get_current_span() is outside  # every phase's context was detached again
+    span = otelhooks_tracing.tool_span(call_id="n1")
+    before, run, after = (otelhooks_tracing.child(span, n) for n in ("before", "run", "after"))
+    assert [c.name for c in otelhooks_tracing.children(before)] == ["before-hook work"]
+    assert [c.name for c in otelhooks_tracing.children(run)] == ["handler work"]
+    assert [c.name for c in otelhooks_tracing.children(after)] == ["after-hook work"]
+    assert {c.name for c in otelhooks_tracing.children(span)} == {
+        "before",
+        "run",
+        "after",
+        "observer work",
+    }
+
+
+async def test_phases_without_hooks_leave_the_current_context_alone(
+    registry: ToolRegistry, otelhooks_tracing: InMemoryTracing
+) -> None:
+    tracer = otelhooks_tracing.provider.get_tracer("test")
+    executor = ToolExecutor(registry, Hooks(), tracer_provider=otelhooks_tracing.provider)
+    with tracer.start_as_current_span("agent") as agent:
+        await executor.execute(ToolCall("n2", "echo", {"text": "hi"}))
+        assert trace.get_current_span() is agent
+    span = otelhooks_tracing.tool_span(call_id="n2")
+    otelhooks_tracing.assert_children(span, ["before", "run", "after"])
+    assert span.parent is not None and span.parent.span_id == agent.get_span_context().span_id

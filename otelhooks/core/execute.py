@@ -279,13 +279,16 @@ class ToolExecutor:
 
     async def _before(self, p: PreparedCall) -> None:
         """Resolve the tool, validate the arguments, run the before-hooks: allow or block."""
-        with p.trace.phase(A.SPAN_BEFORE) as phase:
+        with p.trace.phase(A.SPAN_BEFORE, current=bool(p.hooks.before)) as phase:
             tool = p.tool
             if tool is None:
                 self._fail(p, phase, A.ERR_TOOL_NOT_FOUND, self.registry.not_found(p.call.name))
                 return
+            raw = p.call.arguments
             try:
-                args = tool.validate(self._prepared_arguments(tool, p.call, phase))
+                if tool.prepare_arguments is not None:
+                    raw = self._prepared_arguments(tool, raw, phase)
+                args = tool.validate(raw)
             except InvalidArguments as exc:
                 message = f"invalid arguments for tool {tool.name!r}: {exc}"
                 self._fail(p, phase, A.ERR_INVALID_ARGUMENTS, InvalidArguments(message))
@@ -296,8 +299,7 @@ class ToolExecutor:
                     p.call, readonly_args(args), tool.spec, p.assistant_message, p.context, p.signal
                 )
                 try:
-                    with phase.current():
-                        outcome = await run_before_chain(p.hooks.before, ctx, args, tool.validate)
+                    outcome = await run_before_chain(p.hooks.before, ctx, args, tool.validate)
                 except asyncio.CancelledError as exc:
                     if not p.signal.absorbs(exc):
                         raise
@@ -314,7 +316,7 @@ class ToolExecutor:
         """Run the handler; whatever it raises becomes an error result."""
         tool = p.tool
         assert tool is not None
-        with p.trace.phase(A.SPAN_RUN) as phase, phase.current():
+        with p.trace.phase(A.SPAN_RUN, current=True) as phase:
             timeout, in_thread = bound(p.timeout, p.args, tool, self.tool_timeout)
             try:
                 value = await bounded(self._invoke(p, tool, phase, in_thread), timeout)
@@ -336,7 +338,7 @@ class ToolExecutor:
     async def _after(self, p: PreparedCall, result: ToolResult) -> ToolResult:
         """Run the after-hooks: keep the result or override it. Always a span (the contract:
         before, run, after), hooks or not."""
-        with p.trace.phase(A.SPAN_AFTER) as phase:
+        with p.trace.phase(A.SPAN_AFTER, current=bool(p.hooks.after)) as phase:
             if not p.hooks.after:
                 return result
             tool = p.tool
@@ -352,8 +354,7 @@ class ToolExecutor:
                 result.is_error,
             )
             try:
-                with phase.current():
-                    outcome = await run_after_chain(p.hooks.after, ctx)
+                outcome = await run_after_chain(p.hooks.after, ctx)
             except asyncio.CancelledError as exc:
                 if not p.signal.absorbs(exc):
                     raise
@@ -434,7 +435,8 @@ class ToolExecutor:
     def _notify(self, p: PreparedCall, record: ToolCallRecord) -> None:
         """Observers see the record while the call's span is current; one that raises (or is
         async) is recorded on the span and ignored."""
-        with p.trace.current():
+        token = otel_context.attach(p.trace.context)
+        try:
             for hook in p.hooks.observers:
                 assert hook.observe is not None
                 try:
@@ -446,6 +448,8 @@ class ToolExecutor:
                         raise TypeError("on_tool_call_end must not be async")
                 except Exception as exc:
                     p.trace.observer_failed(exc, hook.name)
+        finally:
+            otel_context.detach(token)
 
     def _failed_inside(self, p: PreparedCall, exc: BaseException) -> ToolResult:
         """End a call that the runtime itself failed: the span records it, the model gets an
@@ -462,6 +466,8 @@ class ToolExecutor:
         if hooks is not None:
             return hooks
         own = self.hooks
+        if type(own) is Hooks and own._chain is not None:
+            return own._chain  # its snapshot, cached until the hooks change
         return own.snapshot() if isinstance(own, Hooks) else own
 
     def _start(
@@ -491,13 +497,12 @@ class ToolExecutor:
         )
 
     def _prepared_arguments(
-        self, tool: Tool, call: ToolCall, phase: Phase
+        self, tool: Tool, arguments: Mapping[str, Any] | str, phase: Phase
     ) -> Mapping[str, Any] | str:
-        """The call's raw arguments after the tool's ``prepare_arguments`` (if any)."""
+        """The call's raw arguments after the tool's ``prepare_arguments``."""
         prepare = tool.prepare_arguments
-        if prepare is None:
-            return call.arguments
-        raw = decode_arguments(call.arguments)
+        assert prepare is not None
+        raw = decode_arguments(arguments)
         try:
             prepared = prepare(dict(raw))
         except Exception as exc:

@@ -52,10 +52,17 @@ DEFAULT_TOOL_CONTENT_LENGTH: Final = 4096
 
 
 class Recorder:
-    """What a recorder holds: the tracer, the content capture mode, the most characters of
-    content an attribute keeps, and the metric instruments."""
+    """What a recorder holds: the tracer, the content capture mode (fixed at construction), the
+    most characters of content an attribute keeps, and the metric instruments."""
 
-    __slots__ = ("_identity", "capture", "instruments", "max_content_length", "tracer")
+    __slots__ = (
+        "_identity",
+        "capture",
+        "content_on_span",
+        "instruments",
+        "max_content_length",
+        "tracer",
+    )
 
     def __init__(
         self,
@@ -67,6 +74,7 @@ class Recorder:
     ) -> None:
         self.tracer = trace.get_tracer("otelhooks", __version__, tracer_provider=tracer_provider)
         self.capture = capture
+        self.content_on_span = capture.on_span
         self.max_content_length = max_content_length
         self.instruments = instruments
         # Per tool: the span name and the attributes every call of it starts with.
@@ -82,7 +90,7 @@ class ToolCallRecorder(Recorder):
     @property
     def capture_content(self) -> bool:
         """Whether arguments, results and progress go on the spans."""
-        return self.capture.on_span
+        return self.content_on_span
 
     @property
     def tracing_off(self) -> bool:
@@ -133,21 +141,6 @@ class ToolCallRecorder(Recorder):
         return name, attributes
 
 
-class _Attached:
-    """A context made current for a ``with`` block."""
-
-    __slots__ = ("_context", "_token")
-
-    def __init__(self, context: otel_context.Context) -> None:
-        self._context = context
-
-    def __enter__(self) -> None:
-        self._token = otel_context.attach(self._context)
-
-    def __exit__(self, *exc: object) -> None:
-        otel_context.detach(self._token)
-
-
 def _mark_error(span: Span, error_type: str, message: str) -> None:
     span.set_status(Status(StatusCode.ERROR, message))
     span.set_attribute(A.ERROR_TYPE, error_type)
@@ -182,16 +175,13 @@ class CallTrace:
         """Whether content (arguments, results, progress) goes on the spans."""
         return self._recorder.capture_content
 
-    def phase(self, name: str) -> Phase:
-        """A child span for one phase (``before``, ``run``, ``after``), ended by ``with``."""
+    def phase(self, name: str, *, current: bool = False) -> Phase:
+        """A child span for one phase (``before``, ``run``, ``after``), ended by ``with``. With
+        ``current`` the phase's context (the call's, when nothing records) is current inside the
+        block: hooks and the handler run in it, so their own spans nest under the phase."""
         if self.recording:
-            span = self._recorder.tracer.start_span(name, self.context)
-            return Phase(self, span, trace.set_span_in_context(span, self.context), True)
-        return Phase(self, trace.INVALID_SPAN, self.context, False)
-
-    def current(self) -> _Attached:
-        """The call's context, current for a ``with`` block."""
-        return _Attached(self.context)
+            return Phase(self, self._recorder.tracer.start_span(name, self.context), True, current)
+        return Phase(self, trace.INVALID_SPAN, False, current)
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         """Attributes a tool adds to its call's span (ignored when it does not record)."""
@@ -261,7 +251,7 @@ class CallTrace:
             attrs[A.ERROR_TYPE] = record.error_type
             if record.error_type == A.ERR_CANCELLED:
                 attrs[A.CANCELLED] = True
-        if self._recorder.capture_content:
+        if self._recorder.content_on_span:
             if tool_known and decision is not None:
                 attrs[A.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content(
                     to_json_text(dict(args)), A.GEN_AI_TOOL_CALL_ARGUMENTS
@@ -292,26 +282,26 @@ class CallTrace:
 class Phase:
     """The span of one phase of a call (or none, when the call's span does not record)."""
 
-    __slots__ = ("_call", "context", "recording", "span")
+    __slots__ = ("_call", "_current", "_token", "recording", "span")
 
-    def __init__(
-        self, call: CallTrace, span: Span, context: otel_context.Context, recording: bool
-    ) -> None:
+    def __init__(self, call: CallTrace, span: Span, recording: bool, current: bool) -> None:
         self._call = call
         self.span = span
-        self.context = context
         self.recording = recording
+        self._current = current
 
     def __enter__(self) -> Phase:
+        if self._current:
+            context = self._call.context
+            if self.recording:
+                context = trace.set_span_in_context(self.span, context)
+            self._token = otel_context.attach(context)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._current:
+            otel_context.detach(self._token)
         self.span.end()
-
-    def current(self) -> _Attached:
-        """The phase's context (else the call's), current for a ``with`` block: hooks and the
-        handler run in it, so their own spans nest under the phase."""
-        return _Attached(self.context)
 
     def fail(self, error_type: str, message: str) -> None:
         """The phase ended the call with an error of its own (no exception to record)."""
