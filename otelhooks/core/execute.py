@@ -441,7 +441,7 @@ class ToolExecutor:
                 assert hook.observe is not None
                 try:
                     value = hook.observe(record)
-                    if inspect.isawaitable(value):  # observers should be sync; close it cleanly
+                    if value is not None and inspect.isawaitable(value):  # observers are sync
                         close = getattr(value, "close", None)
                         if close is not None:
                             close()
