@@ -78,7 +78,12 @@ def run(report: Report, quick: bool) -> None:
         report.results["overhead"]["instructions_per_call"] = instructions
         for side, count in instructions.items():
             report.row(f"{side}: instructions per call (callgrind)", f"{count:,.0f}")
-        for a, b in (("readme", "same-work"), ("readme", "minimal"), ("defaults", "minimal")):
+        for a, b in (
+            ("readme", "same-work"),
+            ("readme", "minimal"),
+            ("defaults", "minimal"),
+            ("no-hooks", "spans"),
+        ):
             ratio_ir = instructions[a] / instructions[b]
             report.results["overhead"][f"instructions_ratio_{a}_{b}"] = ratio_ir
             report.row(f"instructions {a} / {b}", f"{ratio_ir:.3f}×")
@@ -113,7 +118,7 @@ def instructions_per_call(report: Report, quick: bool) -> dict[str, float] | Non
             text=True,
         )
 
-    sides = ("readme", "same-work", "defaults", "minimal")
+    sides = ("readme", "same-work", "defaults", "minimal", "no-hooks", "spans")
     totals: dict[tuple[str, int], int] = {}
     for side in sides:  # two at a time: one per core
         procs = {n: count(side, n) for n in (small, large)}

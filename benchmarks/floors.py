@@ -197,3 +197,26 @@ def make_minimal_floor(provider: Any, logger: Any, tool: Callable[..., Any] = ec
         return result
 
     return minimal
+
+
+def make_spans_floor(provider: Any, tool: Callable[..., Any] = echo) -> Side:
+    """The spans alone, by hand: what an executor with no hooks records (the call's span with
+    its attributes and outcome, ``before``, ``run`` current around the tool, ``after``)."""
+    tracer = trace.get_tracer("spans", tracer_provider=provider)
+    outcome = {A.DECISION: "allow", A.RESULT_IS_ERROR: False, A.ARGUMENTS_REWRITTEN: False}
+
+    async def spans(call: ToolCall) -> Any:
+        attributes = {**_BASE, A.GEN_AI_TOOL_CALL_ID: call.id}
+        span = tracer.start_span("execute_tool echo", None, SpanKind.INTERNAL, attributes)
+        parent = trace.set_span_in_context(span)
+        tracer.start_span("before", parent).end()
+        with tracer.start_as_current_span("run", parent):
+            value = tool(**call.arguments)  # type: ignore[arg-type]
+            if asyncio.iscoroutine(value):
+                value = await value
+        tracer.start_span("after", parent).end()
+        span.set_attributes(outcome)
+        span.end()
+        return value
+
+    return spans

@@ -3,7 +3,8 @@
     valgrind --tool=callgrind python -m benchmarks.instructions_child SIDE N
 
 SIDE is readme (the README set-up), same-work (the same-work floor), defaults (default hooks
-without span or log redaction) or minimal (the minimal competent floor).
+without span or log redaction), minimal (the minimal competent floor), no-hooks (an executor with
+no hooks) or spans (the spans such an executor records, by hand).
 
 The instruction count of N calls minus that of a smaller N is the cost of the extra calls:
 deterministic, unlike wall-clock time on a shared machine.
@@ -20,10 +21,11 @@ from benchmarks.floors import (
     make_logger,
     make_minimal_floor,
     make_registry,
+    make_spans_floor,
     plain_provider,
     sdk_provider,
 )
-from otelhooks import ToolCall, ToolExecutor
+from otelhooks import Hooks, ToolCall, ToolExecutor
 from otelhooks.builtin import Redactor
 
 
@@ -37,6 +39,10 @@ def main(side: str, n: int) -> None:
         fn = make_floor(provider, redactor, logger)
     elif side == "minimal":
         fn = make_minimal_floor(provider, logger)
+    elif side == "spans":
+        fn = make_spans_floor(provider)
+    elif side == "no-hooks":
+        fn = ToolExecutor(make_registry(), Hooks(), tracer_provider=provider).execute
     else:
         hooks = default_hooks(redactor, logger)
         fn = ToolExecutor(make_registry(), hooks, tracer_provider=provider).execute

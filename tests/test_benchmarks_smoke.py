@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -68,3 +70,45 @@ def test_every_benchmark_module_is_run_and_numbered_once() -> None:
     numbers = [run.load(name).NUMBER for name in run.BENCHMARKS]
     assert numbers == [str(i) for i in range(1, len(numbers) + 1)]
     assert all(callable(run.load(name).run) for name in run.BENCHMARKS)
+
+
+@pytest.mark.parametrize(
+    "side", ["readme", "same-work", "defaults", "minimal", "no-hooks", "spans"]
+)
+def test_each_side_counted_under_callgrind_runs(side: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.instructions_child", side, "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+async def test_spans_floor_records_what_an_executor_without_hooks_records() -> None:
+    from benchmarks.floors import make_registry, make_spans_floor
+    from otelhooks import Hooks, ToolCall, ToolExecutor
+    from otelhooks.telemetry.testing import in_memory_tracing
+
+    trees = []
+    for make in (
+        make_spans_floor,
+        lambda p: ToolExecutor(make_registry(), Hooks(), tracer_provider=p).execute,
+    ):
+        tracing = in_memory_tracing()
+        await make(tracing.provider)(ToolCall("c1", "echo", {"text": "hi"}))
+        spans = tracing.spans()
+        names = {s.context.span_id: s.name for s in spans if s.context is not None}
+        trees.append(
+            sorted(
+                (
+                    s.name,
+                    names.get(s.parent.span_id) if s.parent else None,
+                    dict(s.attributes or {}),
+                )
+                for s in spans
+            )
+        )
+    assert trees[0] == trees[1]
+    assert [name for name, _, _ in trees[0]] == ["after", "before", "execute_tool echo", "run"]
