@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The headless browser the UI tests drive: Debian's Chromium (apt-get, when it is missing and this
-# runs as root) and playwright-core (pinned in tools/browser/package-lock.json) in
-# .cache/browser/ (git-ignored). Prints the Chromium executable and the node_modules folder,
-# one per line.
+# runs as root) and playwright-core (pinned in tools/browser/package-lock.json) in the machine's
+# otelhooks cache (scripts/lib/cache.sh: browser/lock-<hash>/). Prints the Chromium executable
+# and the node_modules folder, one per line.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dest="${OTELHOOKS_BROWSER_CACHE:-$root/.cache/browser}"
-stamp="$dest/LOCK"
+source "$root/scripts/lib/cache.sh"
 want="$(sha256sum "$root/tools/browser/package-lock.json" | cut -c1-16)"
+dest="${OTELHOOKS_BROWSER_CACHE:-$otelhooks_cache/browser}/lock-$want"
+stamp="$dest/LOCK"
 
 chromium="$(command -v chromium || true)"
 if [ -z "$chromium" ]; then
@@ -24,6 +25,7 @@ if [ -z "$chromium" ]; then
 fi
 if ! { [ -d "$dest/node_modules/playwright-core" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; }; then
   command -v npm >/dev/null 2>&1 || { echo "install-browser: npm is needed" >&2; exit 1; }
+  cache_lock "$dest"
   mkdir -p "$dest"
   cp "$root/tools/browser/package.json" "$root/tools/browser/package-lock.json" "$dest/"
   (cd "$dest" && npm ci --no-audit --no-fund --loglevel=error) >&2

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the engines of the fleet pipeline (docs/scaling-out.md) into .cache/ (git-ignored) and
+# Installs the engines of the fleet pipeline (docs/scaling-out.md) into the machine's otelhooks
+# cache (scripts/lib/cache.sh) and
 # prints three lines: the Kafka class-path directory, the Cassandra class-path directory and the
 # gateway collector binary. Each part is keyed on its pin and reused once built:
 #   Kafka 4.3.2 (KRaft) and Cassandra 5.0.9: jars from Maven Central, tools/kafka/pom.xml and
@@ -11,7 +12,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${OTELHOOKS_FLEET_CACHE:-$root/.cache}"
+source "$root/scripts/lib/cache.sh"
+cache="${OTELHOOKS_FLEET_CACHE:-$otelhooks_cache}"
 
 need() {
   command -v "$1" >/dev/null 2>&1 || { echo "install-fleet: '$1' is needed ($2)" >&2; exit 1; }
@@ -19,8 +21,15 @@ need() {
 
 jars() { # name version pom -> prints the lib directory
   local name="$1" version="$2" pom="$3"
-  local dest="$cache/$name/$version" want
-  want="$name $version pom=$(sha256sum "$pom" | cut -c1-16)"
+  local key dest want
+  key="$(sha256sum "$pom" | cut -c1-16)"
+  dest="$cache/$name/$version-$key"
+  want="$name $version pom=$key"
+  if [ -d "$dest/lib" ] && [ "$(cat "$dest/VERSION" 2>/dev/null)" = "$want" ]; then
+    echo "$dest/lib"
+    return
+  fi
+  cache_lock "$dest"
   if [ -d "$dest/lib" ] && [ "$(cat "$dest/VERSION" 2>/dev/null)" = "$want" ]; then
     echo "$dest/lib"
     return
@@ -36,10 +45,16 @@ jars() { # name version pom -> prints the lib directory
 }
 
 gateway() {
-  local version="v0.139.0" dest want bin
-  dest="$cache/fleet-gateway/$version"
+  local version="v0.139.0" key dest want bin
+  key="$(cat "$root/tools/gateway/go.mod" "$root/tools/gateway/go.sum" "$root/tools/gateway/components.go" | sha256sum | cut -c1-16)"
+  dest="$cache/fleet-gateway/$version-$key"
   bin="$dest/otelcol-otelhooks-gateway"
-  want="$version go.sum=$(cat "$root/tools/gateway/go.sum" "$root/tools/gateway/components.go" | sha256sum | cut -c1-16)"
+  want="$version key=$key"
+  if [ -x "$bin" ] && [ "$(cat "$dest/VERSION" 2>/dev/null)" = "$want" ]; then
+    echo "$bin"
+    return
+  fi
+  cache_lock "$dest"
   if [ -x "$bin" ] && [ "$(cat "$dest/VERSION" 2>/dev/null)" = "$want" ]; then
     echo "$bin"
     return

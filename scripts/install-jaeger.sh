@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the pinned Jaeger v2 binary from the Go module proxy into .cache/jaeger/ (git-ignored)
-# and prints its path. A cached binary whose recorded version matches the pin is reused, so only
-# the first run on a machine pays for the build (about 5 minutes on 2 cores).
+# Builds the pinned Jaeger v2 binary from the Go module proxy into the machine's otelhooks cache
+# (scripts/lib/cache.sh: jaeger/<version>-<go.sum hash>/) and prints its path. A cached binary of
+# the same pin is reused, so only the first run on a machine pays for the build (about 5 minutes
+# on 2 cores).
 #
 # Pin: Jaeger v2.12.0, published on the Go module proxy as github.com/jaegertracing/jaeger v1.75.0
 # (Jaeger's v2 tags are not Go module versions; the proxy here serves release versions only).
@@ -13,12 +14,20 @@ JAEGER_VERSION="v2.12.0"
 JAEGER_MODULE_VERSION="v1.75.0"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dest="${OTELHOOKS_JAEGER_CACHE:-$root/.cache/jaeger}/$JAEGER_VERSION"
+source "$root/scripts/lib/cache.sh"
+key="$(cat "$root/tools/jaeger/go.mod" "$root/tools/jaeger/go.sum" | sha256sum | cut -c1-16)"
+dest="${OTELHOOKS_JAEGER_CACHE:-$otelhooks_cache/jaeger}/$JAEGER_VERSION-$key"
 bin="$dest/jaeger"
 stamp="$dest/VERSION"
-want="$JAEGER_VERSION module=$JAEGER_MODULE_VERSION go.sum=$(sha256sum "$root/tools/jaeger/go.sum" | cut -c1-16)"
+want="$JAEGER_VERSION module=$JAEGER_MODULE_VERSION key=$key"
 
-if [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+done_already() { [ -x "$bin" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; }
+if done_already; then
+  echo "$bin"
+  exit 0
+fi
+cache_lock "$dest"
+if done_already; then  # another clone built it while this one waited
   echo "$bin"
   exit 0
 fi

@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # Installs the MCP servers from npm that the tests drive (@modelcontextprotocol/server-everything
-# and server-filesystem, pinned in tools/mcp-servers/package-lock.json) into .cache/mcp-servers/
-# (git-ignored) and prints the folder of their programs. A cached install whose recorded lock
-# matches is reused.
+# and server-filesystem, pinned in tools/mcp-servers/package-lock.json) into the machine's
+# otelhooks cache (scripts/lib/cache.sh: mcp-servers/lock-<hash>/) and prints the folder of their
+# programs. A cached install of the same lock is reused.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dest="${OTELHOOKS_MCP_SERVERS_CACHE:-$root/.cache/mcp-servers}"
-stamp="$dest/LOCK"
+source "$root/scripts/lib/cache.sh"
 want="$(sha256sum "$root/tools/mcp-servers/package-lock.json" | cut -c1-16)"
+dest="${OTELHOOKS_MCP_SERVERS_CACHE:-$otelhooks_cache/mcp-servers}/lock-$want"
+stamp="$dest/LOCK"
 
-if [ -x "$dest/node_modules/.bin/mcp-server-everything" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+done_already() {
+  [ -x "$dest/node_modules/.bin/mcp-server-everything" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]
+}
+if done_already; then
+  echo "$dest/node_modules/.bin"
+  exit 0
+fi
+cache_lock "$dest"
+if done_already; then
   echo "$dest/node_modules/.bin"
   exit 0
 fi

@@ -3,17 +3,23 @@
 # gitleaks (pinned in tools/secret-corpus/go.mod) with the true positives and false positives
 # gitleaks validates it against. Its config generator is built from the Go module proxy with a
 # patch that records the samples (tools/secret-corpus/overlay.py) and run once; the
-# result, one JSON line per rule, is cached in .cache/secret-corpus/ (git-ignored), keyed on the
-# pin and the overlay. Prints the file.
+# result, one JSON line per rule, is cached in the machine's otelhooks cache
+# (scripts/lib/cache.sh: secret-corpus/), keyed on the pin and the overlay. Prints the file.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$root/tools/secret-corpus"
 version="$(awk '$1 == "require" && $2 ~ /gitleaks/ {print $3}' "$tools/go.mod")"
-key="$(cat "$tools/go.sum" "$tools/overlay.py" | sha256sum | cut -c1-16)"
-dest="${OTELHOOKS_SECRET_CORPUS_CACHE:-$root/.cache/secret-corpus}/gitleaks-$version-$key"
+source "$root/scripts/lib/cache.sh"
+key="$(cat "$tools/go.mod" "$tools/go.sum" "$tools/overlay.py" | sha256sum | cut -c1-16)"
+dest="${OTELHOOKS_SECRET_CORPUS_CACHE:-$otelhooks_cache/secret-corpus}/gitleaks-$version-$key"
 samples="$dest/samples.jsonl"
 
+if [ -s "$samples" ] && [ -f "$dest/DONE" ]; then
+  echo "$samples"
+  exit 0
+fi
+cache_lock "$dest"
 if [ -s "$samples" ] && [ -f "$dest/DONE" ]; then
   echo "$samples"
   exit 0

@@ -1,60 +1,148 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: creates .venv, installs the package with its dev
-# extras (the MCP servers from PyPI the tests drive and the documentation tools included), builds
-# (or reuses) the pinned Jaeger binary, installs (or reuses) the pinned npm MCP servers, the
-# trace viewer (Arize Phoenix, in an environment of its own), a headless browser, the secret
+# extras (the MCP servers from PyPI the tests drive and the documentation tools included) with
+# uv, then, side by side, builds (or reuses) the pinned Jaeger binary, the pinned npm MCP servers,
+# the trace viewer (Arize Phoenix, in an environment of its own), a headless browser, the secret
 # samples of gitleaks' rules (built once from the Go module proxy) and the fleet's engines (Kafka
-# and Cassandra jars from Maven Central, the gateway collector from the Go module proxy), then runs
-# ruff, mypy, the strict documentation build and pytest (unit, fault-injection and end-to-end
-# tests, every documentation code sample, and a smoke run of the benchmarks).
-# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k loop`.
+# and Cassandra jars from Maven Central, the gateway collector from the Go module proxy), then
+# runs ruff, mypy and the strict documentation build (any warning fails it) side by side, and
+# pytest on both cores: the unit, fault-injection and MCP tests, every documentation code sample
+# and a smoke run of the benchmarks, then the end-to-end tests against Jaeger, the fleet and the
+# trace viewer.
+#
+# Everything built is cached outside the clone, keyed on its pin (scripts/lib/cache.sh), so a
+# second clone on the same machine reuses it. Each phase prints its time; the run ends with a
+# table of them, and pytest checks each suite against its budget (tests/budgets.toml).
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k loop` (one pytest run then, not
+# two). OTELHOOKS_PYTEST_WORKERS sets the pytest workers (default 2; 0 runs in one process).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root="$PWD"
 
-python="${PYTHON:-python3}"
-[ -x .venv/bin/python ] || "$python" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[dev]'
+UV_VERSION="0.13.9"
 
-if jaeger="$(bash scripts/install-jaeger.sh)"; then
-  export OTELHOOKS_JAEGER_BIN="$jaeger"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+export OTELHOOKS_TIMINGS="$work/timings"
+: >"$OTELHOOKS_TIMINGS"
+run_started=$SECONDS
+
+# phase NAME COMMAND...: run COMMAND, print and record how long it took.
+phase() {
+  local name="$1" started=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  echo "$name $((SECONDS - started))" >>"$OTELHOOKS_TIMINGS"
+  echo "test.sh: $name took $((SECONDS - started)) s$([ $rc = 0 ] || echo " and failed (exit $rc)")" >&2
+  return $rc
+}
+
+# -- installs ------------------------------------------------------------------------------------
+
+python_env() {
+  local python="${PYTHON:-python3}"
+  [ -x .venv/bin/python ] || "$python" -m venv .venv
+  [ "$(.venv/bin/uv --version 2>/dev/null)" = "uv $UV_VERSION" ] \
+    || .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
+  .venv/bin/uv pip install -q --python .venv/bin/python -e '.[dev]'
+}
+phase "install: Python packages" python_env
+export OTELHOOKS_UV="$root/.venv/bin/uv"
+
+# Each install script prints what it installed (one path per line); they run side by side.
+installs=(jaeger mcp-servers phoenix browser fleet secret-corpus)
+for name in "${installs[@]}"; do
+  (
+    started=$SECONDS rc=0
+    PYTHON="$root/.venv/bin/python" bash "scripts/install-$name.sh" >"$work/$name.out" 2>"$work/$name.err" || rc=$?
+    echo "install: $name $((SECONDS - started))" >>"$OTELHOOKS_TIMINGS"
+    echo "$rc" >"$work/$name.rc"
+  ) &
+done
+installs_started=$SECONDS
+wait
+echo "installs (side by side) $((SECONDS - installs_started))" >>"$OTELHOOKS_TIMINGS"
+
+installed() { # NAME: true when its script succeeded; its output is then in $work/NAME.out
+  cat "$work/$1.err" >&2
+  [ "$(cat "$work/$1.rc")" = 0 ]
+}
+line() { sed -n "$2p" "$work/$1.out"; }
+
+if installed jaeger; then
+  export OTELHOOKS_JAEGER_BIN="$(line jaeger 1)"
 else
   echo "scripts/test.sh: no Jaeger binary; the Jaeger tests will skip (or fail with OTELHOOKS_REQUIRE_JAEGER=1)" >&2
 fi
-
-if servers="$(bash scripts/install-mcp-servers.sh)"; then
-  export OTELHOOKS_MCP_SERVERS_BIN="$servers"
+if installed mcp-servers; then
+  export OTELHOOKS_MCP_SERVERS_BIN="$(line mcp-servers 1)"
 else
   echo "scripts/test.sh: no npm MCP servers; the tests that drive them will skip (or fail with OTELHOOKS_REQUIRE_NPM_SERVERS=1)" >&2
 fi
-
-if phoenix="$(bash scripts/install-phoenix.sh)"; then
-  export OTELHOOKS_PHOENIX="$phoenix"
+if installed phoenix; then
+  export OTELHOOKS_PHOENIX="$(line phoenix 1)"
 else
   echo "scripts/test.sh: no Arize Phoenix; the trace-viewer tests will skip (or fail with OTELHOOKS_REQUIRE_UI=1)" >&2
 fi
-
-if browser="$(bash scripts/install-browser.sh)"; then
-  export OTELHOOKS_CHROMIUM="$(sed -n 1p <<<"$browser")" OTELHOOKS_BROWSER_NODE_PATH="$(sed -n 2p <<<"$browser")"
+if installed browser; then
+  export OTELHOOKS_CHROMIUM="$(line browser 1)" OTELHOOKS_BROWSER_NODE_PATH="$(line browser 2)"
 else
   echo "scripts/test.sh: no headless browser; the tests that look at the trace viewer will skip (or fail with OTELHOOKS_REQUIRE_UI=1)" >&2
 fi
-
-if fleet="$(bash scripts/install-fleet.sh)"; then
-  export OTELHOOKS_KAFKA_LIB="$(sed -n 1p <<<"$fleet")" OTELHOOKS_CASSANDRA_LIB="$(sed -n 2p <<<"$fleet")" \
-    OTELHOOKS_GATEWAY_BIN="$(sed -n 3p <<<"$fleet")"
+if installed fleet; then
+  export OTELHOOKS_KAFKA_LIB="$(line fleet 1)" OTELHOOKS_CASSANDRA_LIB="$(line fleet 2)" \
+    OTELHOOKS_GATEWAY_BIN="$(line fleet 3)"
 else
   echo "scripts/test.sh: no fleet engines (Java 17 + Maven for Kafka and Cassandra, Go for the gateway); the fleet tests will skip (or fail with OTELHOOKS_REQUIRE_FLEET=1)" >&2
 fi
-
-if corpus="$(PYTHON="$PWD/.venv/bin/python" bash scripts/install-secret-corpus.sh)"; then
-  export OTELHOOKS_SECRET_CORPUS="$corpus"
+if installed secret-corpus; then
+  export OTELHOOKS_SECRET_CORPUS="$(line secret-corpus 1)"
 else
   echo "scripts/test.sh: no secret corpus; the recall tests will skip (or fail with OTELHOOKS_REQUIRE_SECRET_CORPUS=1)" >&2
 fi
 
-.venv/bin/ruff check otelhooks _otelhooks_pytest.py tests examples benchmarks
-.venv/bin/ruff format --check otelhooks _otelhooks_pytest.py tests examples benchmarks
-.venv/bin/mypy
-NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# -- lint, types, docs (side by side) ------------------------------------------------------------
+
+lint() {
+  .venv/bin/ruff check otelhooks _otelhooks_pytest.py tests examples benchmarks scripts
+  .venv/bin/ruff format --check otelhooks _otelhooks_pytest.py tests examples benchmarks scripts
+}
+types() { .venv/bin/mypy; }
+docs() { .venv/bin/python scripts/check_docs.py; }
+
+phase lint lint >"$work/lint.log" 2>&1 &
+lint_pid=$!
+phase types types >"$work/types.log" 2>&1 &
+types_pid=$!
+phase docs docs >"$work/docs.log" 2>&1 &
+docs_pid=$!
+failed=()
+wait $lint_pid || failed+=(lint)
+wait $types_pid || failed+=(types)
+wait $docs_pid || failed+=(docs)
+cat "$work/lint.log" "$work/types.log" "$work/docs.log" >&2
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "scripts/test.sh: ${failed[*]} failed" >&2
+  exit 1
+fi
+
+# -- pytest ----------------------------------------------------------------------------------------
+
+workers="${OTELHOOKS_PYTEST_WORKERS:-2}"
+xdist=()
+[ "$workers" = 0 ] || xdist=(-n "$workers" --dist loadfile)
+pytest_run() { .venv/bin/python -m pytest -q -p no:cacheprovider "${xdist[@]}" "$@"; }
+end_to_end="jaeger or fleet or ui"
+
+summary() {
+  echo "test.sh: phase times (s), total $((SECONDS - run_started)) s:" >&2
+  sed 's/^/  /' "$OTELHOOKS_TIMINGS" >&2
+}
+trap 'summary; rm -rf "$work"' EXIT
+
+if [ $# -gt 0 ]; then
+  phase "pytest" pytest_run "$@"
+else
+  phase "pytest: unit" pytest_run -m "not ($end_to_end)"
+  phase "pytest: end-to-end" pytest_run -m "$end_to_end"
+fi

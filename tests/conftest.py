@@ -8,6 +8,13 @@ from otelhooks import Hooks, ToolExecutor, ToolRegistry
 from otelhooks.telemetry.testing import InMemoryTracing
 
 from .jaeger_support import CONFIG_DIR, Collector, require_jaeger, run_collector
+from .suite_budgets import (  # the suites' time budgets, checked when the run ends
+    pytest_configure,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+)
+
+__all__ = ["pytest_configure", "pytest_runtest_logreport", "pytest_sessionfinish"]
 
 
 @pytest.fixture

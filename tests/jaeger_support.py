@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from otelhooks.cli.cache import cached
+
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = ROOT / "collector-config"
 
@@ -27,10 +29,7 @@ def jaeger_binary() -> Path | None:
     explicit = os.environ.get("OTELHOOKS_JAEGER_BIN")
     if explicit:
         return Path(explicit) if Path(explicit).is_file() else None
-    version = _pinned_version()
-    cache = Path(os.environ.get("OTELHOOKS_JAEGER_CACHE", ROOT / ".cache" / "jaeger"))
-    candidate = cache / version / "jaeger"
-    return candidate if candidate.is_file() else None
+    return cached("jaeger", _pinned_version(), "jaeger")
 
 
 def _pinned_version() -> str:

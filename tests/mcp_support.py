@@ -35,11 +35,15 @@ def npm_server(program: str) -> str:
     ``mcp-server-filesystem``): skipped without it, unless OTELHOOKS_REQUIRE_NPM_SERVERS is set."""
     import os
 
-    folder = os.environ.get("OTELHOOKS_MCP_SERVERS_BIN") or str(
-        HERE.parent / ".cache" / "mcp-servers" / "node_modules" / ".bin"
+    from otelhooks.cli.cache import cached
+
+    folder = os.environ.get("OTELHOOKS_MCP_SERVERS_BIN")
+    path = (
+        Path(folder) / program
+        if folder
+        else cached("mcp-servers", "lock", "node_modules", ".bin", program)
     )
-    path = Path(folder) / program
-    if not path.exists():
+    if path is None or not path.exists():
         message = f"{program} is not installed: run scripts/install-mcp-servers.sh"
         if os.environ.get("OTELHOOKS_REQUIRE_NPM_SERVERS"):
             pytest.fail(message)

@@ -4,6 +4,7 @@ ExportStats and in the SDK's processor metric, warned once) when it is failing."
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 
@@ -61,25 +62,46 @@ def test_the_sdk_processor_alone_drops_under_the_same_load() -> None:
     assert exporter.received < 3000
 
 
+class Stuck(SpanExporter):
+    """Fails at once the first time; after that each export fails only once ``release`` is set,
+    so the queue cannot drain while a burst runs (one full-queue episode, whatever the load)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.release = threading.Event()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.calls += 1
+        if self.calls > 1:
+            self.release.wait(60)
+        return SpanExportResult.FAILURE
+
+
 def test_a_failing_exporter_never_holds_the_caller_and_drops_are_counted(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     reader = InMemoryMetricReader()
     meters = MeterProvider(metric_readers=[reader])
     stats = ExportStats()
+    exporter = Stuck()
     processor = BoundedBatchSpanProcessor(
-        CountingExporter(Slow(succeed=False), stats),
+        CountingExporter(exporter, stats),
         shutdown_timeout=0.5,
+        max_block=3600,  # a caller that waited for room at all would wait an hour
         meter_provider=meters,
         **OPTIONS,
     )
     processor.counting.export([])  # the exporter has failed once: no waiting from now on
-    started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="otelhooks.telemetry.tracing"):
-        _burst(processor, 2000)
-    assert time.monotonic() - started < 5  # 2,000 spans never waited 0.1 s each
+    burst = threading.Thread(target=_burst, args=(processor, 2000), daemon=True)
+    try:
+        with caplog.at_level(logging.WARNING, logger="otelhooks.telemetry.tracing"):
+            burst.start()
+            burst.join(120)  # about 0.1 s when nothing waits
+            assert not burst.is_alive(), "a span waited for room behind a failing exporter"
+    finally:
+        exporter.release.set()
     full = [r for r in caplog.records if "span queue is full" in r.getMessage()]
-    assert len(full) == 1
+    assert len(full) == 1  # one episode: the queue never drained while the burst ran
     data = reader.get_metrics_data()
     points = [
         p

@@ -106,7 +106,8 @@ def test_otlp_with_nothing_listening_finishes_quickly_and_says_so() -> None:
     assert "stopReason: stop" in done.stdout
     assert "traces: EXPORT FAILED" in done.stderr
     assert "http://127.0.0.1:9/v1/traces" in done.stderr
-    assert elapsed < 15, f"took {elapsed:.1f}s"
+    # About 2 s here; the SDK's defaults would hold shutdown for 30 s.
+    assert elapsed < 25, f"took {elapsed:.1f}s"
 
 
 def test_bad_arguments_exit_with_usage_error() -> None:

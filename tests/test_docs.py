@@ -181,3 +181,22 @@ def test_the_api_reference_covers_every_module_and_every_public_name_has_a_docst
                 if not member.startswith("_") and inspect.isfunction(fn) and not fn.__doc__:
                     missing.append(f"{name}.{attr}.{member}")
     assert not missing, missing
+
+
+def test_the_docs_check_fails_on_a_broken_anchor(tmp_path: Path) -> None:
+    """scripts/check_docs.py (the documentation step of the test command) fails on a warning
+    that ``mkdocs build --strict --quiet`` would hide, and names it."""
+    import shutil
+
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    shutil.copy(ROOT / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    page = tmp_path / "docs" / "concepts" / "hooks.md"
+    page.write_text(page.read_text() + "\nSee [the hooks](../reference/core.md#no-such-anchor).\n")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_docs.py"), "--config", "mkdocs.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "#no-such-anchor" in done.stderr

@@ -128,9 +128,11 @@ async def test_tool_that_never_returns_is_timed_out(
         await asyncio.Event().wait()
         return "never"
 
+    release = threading.Event()
+
     @registry.tool(timeout=0.05)
     def spin() -> str:  # a sync tool that blocks: it runs in a thread, so the timeout fires
-        time.sleep(2)
+        release.wait(60)
         return "late"
 
     agent = agent_for(
@@ -143,8 +145,11 @@ async def test_tool_that_never_returns_is_timed_out(
         tool_timeout=0.05,
     )
     started = time.monotonic()
-    await agent.run("go")
-    assert time.monotonic() - started < 1.5  # did not wait for the 2 s the thread sleeps
+    try:
+        await agent.run("go")
+    finally:
+        release.set()
+    assert time.monotonic() - started < 10  # about 0.1 s: it did not wait for the thread (60 s)
     results = [m.content for m in agent.messages if isinstance(m, ToolResult)]
     assert results == [
         "error: tool 'hang' timed out after 0.05s",
@@ -563,13 +568,15 @@ def test_endpoint_down_from_the_start() -> None:
     assert asyncio.run(_scripted_results(setup.provider)) == baseline
     started = time.monotonic()
     stats = setup.shutdown()
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10  # about 0.5 s; the SDK's defaults take 30 s
     assert stats.ended == 23 and stats.exported == 0 and stats.failed + stats.dropped == 23
 
 
 class _SlowHandler(BaseHTTPRequestHandler):
+    release = threading.Event()  # set when the test is over
+
     def do_POST(self) -> None:
-        time.sleep(3)
+        self.release.wait(60)
         self.send_response(200)
         self.end_headers()
 
@@ -589,10 +596,12 @@ def test_slow_endpoint_cannot_stall_shutdown() -> None:
         started = time.monotonic()
         assert asyncio.run(_scripted_results(setup.provider)) == baseline
         stats = setup.shutdown()
-        assert time.monotonic() - started < 4
+        # About 1.5 s (the runs, then one 0.5 s export timeout); the endpoint answers in 60 s.
+        assert time.monotonic() - started < 15
         assert stats.exported == 0 and stats.lost == stats.ended == 23
         assert "23 failed to export" in stats.summary() or "dropped" in stats.summary()
     finally:
+        _SlowHandler.release.set()
         server.shutdown()
 
 

@@ -248,7 +248,7 @@ def test_jaeger_killed_mid_run_and_restarted(tmp_path: Path) -> None:
             setup.force_flush()
         started = time.monotonic()
         stats = setup.shutdown()
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 10  # a live endpoint: well under 1 s
         second.wait_for_traces("otelhooks", 3)
         accepted_after_restart = second.metric("otelcol_receiver_accepted_spans_total")
     assert stats.ended == 9 * SPANS_PER_RUN

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -611,9 +610,7 @@ async def test_run_result_sums_usage_and_the_agent_span_records_it(
         registry,
         conversation_id="conv-42",
     )
-    started = time.perf_counter()
     result = await agent.run("say it")
-    assert time.perf_counter() - started < 5
     per_message = [m.usage for m in result.messages if isinstance(m, AssistantMessage)]
     assert result.usage.output_tokens == sum(u.output_tokens for u in per_message if u)
     assert result.usage.input_tokens == sum(u.input_tokens for u in per_message if u)

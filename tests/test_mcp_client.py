@@ -257,7 +257,7 @@ async def test_a_hanging_call_times_out_and_the_server_is_told_to_cancel(
     started = time.monotonic()
     result = await executor.execute(ToolCall("h", "f_hang", {}), timeout=0.5)
     assert result.is_error and "timed out" in result.content
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # about 0.5 s; the server never answers
     await wait_for_record(record, "cancelled", name="hang")
     assert records(record, "request", method="notifications/cancelled")
     after = await executor.execute(ToolCall("e", "f_echo", {"text": "still here"}))

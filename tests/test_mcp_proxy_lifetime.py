@@ -47,9 +47,9 @@ def test_an_upstream_that_never_speaks_mcp_is_given_up_within_its_start_timeout(
         f'[[upstream]]\nname = "mute"\ncommand = ["sleep", "{marker}"]\nstart_timeout = 2\n'
     )
     started = time.monotonic()
-    done = proxy_cli("--policy", str(policy), "--check", timeout=30)
+    done = proxy_cli("--policy", str(policy), "--check", timeout=120)
     took = time.monotonic() - started
-    assert done.returncode == 1 and took < 15
+    assert done.returncode == 1 and took < 30  # about 4 s; the upstream never answers
     assert "did not answer initialize and tools/list within 2 s (sleep" in done.stderr
     assert "is it an MCP server?" in done.stderr
     assert wait_until(lambda: not alive(f"sleep {marker}")), "the upstream was left behind"

@@ -173,7 +173,7 @@ def test_shutdown_is_bounded_with_a_full_queue_and_a_dead_endpoint() -> None:
         tracer.start_span("s").end()
     started = time.monotonic()
     stats = setup.shutdown()
-    assert time.monotonic() - started < 4.0
+    assert time.monotonic() - started < 15  # about 1 s (one 1 s export timeout); SDK: 30 s+
     assert stats.ended == 20_000 and stats.exported == 0
     assert stats.failed + stats.dropped == 20_000  # lost, and every one of them counted
 

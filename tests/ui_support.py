@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from otelhooks.cli import ui
+from otelhooks.cli.cache import cached
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE_VIEW = Path(__file__).with_name("browser") / "trace_view.cjs"
@@ -33,11 +34,9 @@ def require_phoenix() -> Path:
     """The phoenix program scripts/install-phoenix.sh installs (or OTELHOOKS_PHOENIX)."""
     given = os.environ.get(ui.ENV)
     candidate = (
-        Path(given)
-        if given
-        else ROOT / ".cache" / "phoenix" / ui.PHOENIX_VERSION / "venv" / "bin" / "phoenix"
+        Path(given) if given else cached("phoenix", ui.PHOENIX_VERSION, "venv", "bin", "phoenix")
     )
-    if not candidate.is_file():
+    if candidate is None or not candidate.is_file():
         _unavailable(f"no Arize Phoenix at {candidate}: run `bash scripts/install-phoenix.sh`")
     return candidate
 

@@ -7,7 +7,7 @@
     otelhooks demo --ui             # the demo's traces into it
 
 Phoenix needs ``anthropic<2``, which otelhooks' ``anthropic`` extra cannot share, so it lives in an
-environment of its own (``$XDG_CACHE_HOME/otelhooks/phoenix-<version>``) unless it is already in
+environment of its own (``phoenix-<version>`` in the otelhooks cache, :mod:`otelhooks.cli.cache`) unless it is already in
 this one (the ``ui`` extra, in an environment without the ``anthropic`` extra) or named with
 ``--phoenix``/``OTELHOOKS_PHOENIX``. It listens on 127.0.0.1 only, its OTLP/gRPC receiver on a
 port of its own (4317 stays free for a Jaeger or a collector), with its usage telemetry off; its
@@ -31,6 +31,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .cache import cache_home
 
 PHOENIX_VERSION = "20.26.1"
 DEFAULT_PORT = 6006
@@ -61,9 +63,8 @@ def data_home() -> Path:
 
 
 def managed_env() -> Path:
-    """The environment ``--install`` makes: ``$XDG_CACHE_HOME/otelhooks/phoenix-<version>``."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "otelhooks" / f"phoenix-{PHOENIX_VERSION}"
+    """The environment ``--install`` makes: ``phoenix-<version>`` in the otelhooks cache."""
+    return cache_home() / f"phoenix-{PHOENIX_VERSION}"
 
 
 def find_phoenix(given: str | None = None) -> Path | None:

@@ -1,6 +1,7 @@
 """Where the fleet's engines are: the Kafka and Cassandra class paths, the gateway collector and
-the Jaeger binary, each from its variable or the cache ``scripts/install-fleet.sh`` and
-``scripts/install-jaeger.sh`` fill in an otelhooks checkout."""
+the Jaeger binary, each from its variable or the machine's otelhooks cache
+(:mod:`otelhooks.cli.cache`) that ``scripts/install-fleet.sh`` and ``scripts/install-jaeger.sh``
+fill from an otelhooks checkout."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..cache import cached
 
 KAFKA_VERSION = "4.3.2"
 CASSANDRA_VERSION = "5.0.9"
@@ -49,14 +52,9 @@ class Engines:
         return found[-1]
 
 
-def _cached(root: Path | None, variable: str, *parts: str) -> Path | None:
+def _given_or_cached(variable: str, folder: str, version: str, *inside: str) -> Path | None:
     given = os.environ.get(variable)
-    if given:
-        return Path(given)
-    if root is None:
-        return None
-    cache = Path(os.environ.get("OTELHOOKS_FLEET_CACHE", root / ".cache"))
-    return cache.joinpath(*parts)
+    return Path(given) if given else cached(folder, version, *inside)
 
 
 def find_engines(install: bool = False) -> Engines:
@@ -75,26 +73,18 @@ def find_engines(install: bool = False) -> Engines:
             )
             if done.returncode != 0:
                 raise FleetError(f"scripts/{script} failed (exit {done.returncode}); see above")
-    jaeger: Path | None = None
-    if os.environ.get("OTELHOOKS_JAEGER_BIN"):
-        jaeger = Path(os.environ["OTELHOOKS_JAEGER_BIN"])
-    elif os.environ.get("OTELHOOKS_JAEGER_CACHE"):
-        jaeger = Path(os.environ["OTELHOOKS_JAEGER_CACHE"]) / JAEGER_VERSION / "jaeger"
-    elif root is not None:
-        jaeger = root / ".cache" / "jaeger" / JAEGER_VERSION / "jaeger"
     found = {
-        "Kafka": _cached(root, "OTELHOOKS_KAFKA_LIB", "kafka", KAFKA_VERSION, "lib"),
-        "Cassandra": _cached(
-            root, "OTELHOOKS_CASSANDRA_LIB", "cassandra", CASSANDRA_VERSION, "lib"
+        "Kafka": _given_or_cached("OTELHOOKS_KAFKA_LIB", "kafka", KAFKA_VERSION, "lib"),
+        "Cassandra": _given_or_cached(
+            "OTELHOOKS_CASSANDRA_LIB", "cassandra", CASSANDRA_VERSION, "lib"
         ),
-        "the gateway collector": _cached(
-            root,
+        "the gateway collector": _given_or_cached(
             "OTELHOOKS_GATEWAY_BIN",
             "fleet-gateway",
             GATEWAY_VERSION,
             "otelcol-otelhooks-gateway",
         ),
-        "Jaeger": jaeger,
+        "Jaeger": _given_or_cached("OTELHOOKS_JAEGER_BIN", "jaeger", JAEGER_VERSION, "jaeger"),
     }
     missing = [name for name, path in found.items() if path is None or not path.exists()]
     if missing:
