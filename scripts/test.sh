@@ -18,6 +18,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root="$PWD"
+source scripts/lib/cache.sh
 
 UV_VERSION="0.13.9"
 
@@ -103,11 +104,13 @@ fi
 
 # -- lint, types, docs (side by side) ------------------------------------------------------------
 
+# (set -e does not apply inside a function called from phase's `||`: each step is chained.)
 lint() {
-  .venv/bin/ruff check otelhooks _otelhooks_pytest.py tests examples benchmarks scripts
-  .venv/bin/ruff format --check otelhooks _otelhooks_pytest.py tests examples benchmarks scripts
+  .venv/bin/ruff check otelhooks _otelhooks_pytest.py tests examples benchmarks scripts \
+    && .venv/bin/ruff format --check otelhooks _otelhooks_pytest.py tests examples benchmarks scripts
 }
-types() { .venv/bin/mypy; }
+# mypy's cache is kept with the builds: a fresh clone checks only what changed.
+types() { .venv/bin/mypy --cache-dir "$otelhooks_cache/mypy"; }
 docs() { .venv/bin/python scripts/check_docs.py; }
 
 phase lint lint >"$work/lint.log" 2>&1 &
