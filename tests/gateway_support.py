@@ -117,7 +117,16 @@ async def gateway(policy_text: str, tmp_path: Path, **proxy_options: Any) -> Asy
     proxy = MCPProxy(policy, **proxy_options)
     await proxy.start()
     app = proxy.http_app("127.0.0.1", port)
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    # Keep-alive longer than the client's (httpx: 5 s): with equal idle limits, a request sent on
+    # a connection the server is closing at that moment fails with a ReadError under load.
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        timeout_keep_alive=75,
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
