@@ -146,6 +146,8 @@ trap 'summary; rm -rf "$work"' EXIT
 if [ $# -gt 0 ]; then
   phase "pytest" pytest_run "$@"
 else
-  phase "pytest: unit" pytest_run -m "not ($end_to_end)"
-  phase "pytest: end-to-end" pytest_run -m "$end_to_end"
+  status=0  # both runs go ahead; either failing fails the command
+  phase "pytest: unit" pytest_run -m "not ($end_to_end)" || status=1
+  phase "pytest: end-to-end" pytest_run -m "$end_to_end" || status=1
+  exit $status
 fi
