@@ -138,7 +138,7 @@ async def gateway(policy_text: str, tmp_path: Path, **proxy_options: Any) -> Asy
         yield Gateway(f"{base}/mcp", base, proxy)
     finally:
         server.should_exit = True
-        await asyncio.wait_for(task, 10)
+        await asyncio.wait_for(task, 60)
         await proxy.close()
 
 

@@ -203,10 +203,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         return
     os.killpg(process.pid, signal.SIGTERM)
     try:
-        process.wait(timeout=10)
+        process.wait(timeout=60)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
+        process.wait(timeout=60)
 
 
 # -- reading Jaeger's trace JSON --------------------------------------------------------------

@@ -95,7 +95,7 @@ def test_block_runs_as_written(block: Block, tmp_path: Path) -> None:
         out = _run_block(block, source, env, tmp_path)
     finally:
         if server is not None:
-            server.communicate(timeout=10)
+            server.communicate(timeout=60)
     if server is not None:  # the block really talked to the model
         assert "The tool said:" in out or "Hello from the test model." in out, out
 

@@ -122,7 +122,7 @@ async def test_a_cross_origin_request_is_refused(jwks: Issuer, tmp_path: Path) -
 
 def test_listening_beyond_loopback_without_auth_is_refused(tmp_path: Path) -> None:
     port = free_port()
-    done = proxy_cli("--listen", f"0.0.0.0:{port}", "--", *time_command(), timeout=30)
+    done = proxy_cli("--listen", f"0.0.0.0:{port}", "--", *time_command(), timeout=120)
     assert done.returncode == 1
     assert "needs authentication" not in done.stderr  # says what to do instead:
     assert "reachable from other machines" in done.stderr and "[auth]" in done.stderr
@@ -134,7 +134,7 @@ def test_listening_beyond_loopback_without_auth_is_refused(tmp_path: Path) -> No
     policy.write_text(f'[auth]\ntokens = "{tokens}"\n')
     tokens.write_text("")
     everywhere = proxy_cli(
-        "--policy", str(policy), "--listen", f"0.0.0.0:{port}", "--", *time_command(), timeout=30
+        "--policy", str(policy), "--listen", f"0.0.0.0:{port}", "--", *time_command(), timeout=120
     )
     assert everywhere.returncode == 1
     assert "allowed_hosts" in everywhere.stderr
@@ -367,7 +367,7 @@ async def test_fifty_authenticated_clients_lose_no_call_and_no_audit_line(
 ) -> None:
     import asyncio
 
-    clients, calls = 50, 200
+    clients, calls = 50, 100
     policy = jwt_policy(jwks, tmp_path).replace(
         '[[identity]]\nname = "admins"\ngroups = ["admins"]',
         '[[identity]]\nname = "team"\ngroups = ["team"]',
@@ -375,7 +375,8 @@ async def test_fifty_authenticated_clients_lose_no_call_and_no_audit_line(
     errors: list[str] = []
 
     async def one(index: int) -> None:
-        token = jwks.token(f"dev{index:02d}", audience=RESOURCE, groups=["team"])
+        # A lifetime beyond the whole test: on a loaded machine it may take minutes.
+        token = jwks.token(f"dev{index:02d}", audience=RESOURCE, groups=["team"], lifetime=3600)
         async with host(gw.url, token) as h:
             for n in range(calls):
                 result = await h.call_tool("get_current_time", {"timezone": "UTC"})

@@ -29,7 +29,7 @@ def alive(pattern: str) -> list[str]:
     return [line for line in found.stdout.split() if line and int(line) != os.getpid()]
 
 
-def wait_until(condition: object, timeout: float = 15.0) -> bool:
+def wait_until(condition: object, timeout: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():  # type: ignore[operator]
@@ -77,7 +77,7 @@ def test_the_upstream_dies_with_the_proxy(tmp_path: Path, how: str) -> None:
     try:
         assert wait_until(lambda: alive(f"sleep {marker}")), "the upstream never started"
         proxy.send_signal(getattr(signal, how))
-        proxy.wait(timeout=15)
+        proxy.wait(timeout=60)
         assert wait_until(lambda: not alive(f"sleep {marker}")), f"orphaned after {how}"
     finally:
         proxy.kill()
@@ -96,7 +96,7 @@ def test_the_proxy_and_its_upstream_leave_when_the_host_does(tmp_path: Path) -> 
         assert wait_until(lambda: alive("mcp-server-time --local-timezone UTC"))
         assert proxy.stdin is not None
         proxy.stdin.close()  # the host goes away
-        assert proxy.wait(timeout=15) == 0
+        assert proxy.wait(timeout=60) == 0
         assert wait_until(lambda: not alive(f"{proxy.pid}.*mcp-server-time"))
     finally:
         proxy.kill()
