@@ -6,12 +6,12 @@
     otelhooks ui                    # http://127.0.0.1:6006; Ctrl-C stops it
     otelhooks demo --ui             # the demo's traces into it
 
-Phoenix needs ``anthropic<2``, which otelhooks' ``anthropic`` extra cannot share, so it lives in an
-environment of its own (``phoenix-<version>`` in the otelhooks cache, :mod:`otelhooks.cli.cache`) unless it is already in
-this one (the ``ui`` extra, in an environment without the ``anthropic`` extra) or named with
-``--phoenix``/``OTELHOOKS_PHOENIX``. It listens on 127.0.0.1 only, its OTLP/gRPC receiver on a
-port of its own (4317 stays free for a Jaeger or a collector), with its usage telemetry off; its
-own log goes to a file beside its data.
+Phoenix needs ``anthropic<2``, which otelhooks' ``anthropic`` extra cannot share, so it lives in
+an environment of its own (``phoenix-<version>`` in the otelhooks cache,
+:mod:`otelhooks.cli.cache`) unless it is already in this one (the ``ui`` extra, in an
+environment without the ``anthropic`` extra) or named with ``--phoenix``/``OTELHOOKS_PHOENIX``.
+It listens on 127.0.0.1 only, its OTLP/gRPC receiver on a port of its own (4317 stays free for
+a Jaeger or a collector), with its usage telemetry off; its own log goes to a file beside its data.
 """
 
 from __future__ import annotations
