@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        with ui.viewer_for(args, args.ui_port) as viewer:
+        with ui.viewer_for(args, args.ui_port, port_flag="--ui-port") as viewer:
             if viewer.process is not None:
                 ui.announce_started(viewer)
             # the viewer shows what the calls did: content on the spans (redacted, as always)

@@ -58,7 +58,7 @@ from .environment import (
     otlp_protocol_from_env,
     sdk_disabled,
 )
-from .openinference import OpenInferenceExporter, enabled_by_env
+from .openinference import OpenInferenceExporter, enabled_by_env, with_project
 
 ExporterKind = Literal["console", "otlp", "memory", "none"]
 
@@ -465,16 +465,18 @@ def setup_tracing(
             existing.add_span_processor(processor)
         return TracingSetup(existing, stats, None, uses_global=True)
 
+    kinds: list[Any] = [exporter] if exporter is not None else (exporters_from_env() or [])
+    if not kinds:
+        kinds = [DEFAULT_EXPORTER]
     resource = make_resource(service_name, resource_attributes, default_service_name)
+    if "otlp" in kinds:  # an OpenInference viewer files the traces under the service's name
+        resource = with_project(resource)
     provider = TracerProvider(resource=resource)
     if sdk_disabled():
         stats.destination = "nowhere (OTEL_SDK_DISABLED=true)"
         return TracingSetup(provider, stats, None)
     provider.add_span_processor(_EndCounter(stats))
 
-    kinds: list[Any] = [exporter] if exporter is not None else (exporters_from_env() or [])
-    if not kinds:
-        kinds = [DEFAULT_EXPORTER]
     memory: InMemorySpanExporter | None = None
     inners: list[SpanExporter] = []
     destinations: list[str] = []
