@@ -385,3 +385,105 @@ def serve_requests() -> Iterator[tuple[str, list[bytes]]]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+# What is missing says how to get it; what is set up says nothing that contradicts it.
+
+# The modules the mcp extra brings that the base install does not.
+MCP_EXTRA_MODULES = ("mcp", "anyio", "httpx", "httpx_sse", "sse_starlette", "starlette", "uvicorn")
+
+
+def test_the_mcp_case_without_the_mcp_extra_gives_the_one_line_hint() -> None:
+    done = run_python(
+        f"""
+        import sys
+        for name in {MCP_EXTRA_MODULES!r}:  # as if otelhooks[mcp] were not installed
+            sys.modules[name] = None
+        from otelhooks.cli import main
+        sys.exit(main(["demo", "--case", "mcp", "--exporter", "none"]))
+        """
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"otelhooks demo: mcp is not installed; install it with: {install_hint('mcp')}"
+    ]
+    assert done.stdout == ""
+
+
+def test_the_sdk_extra_brings_what_opentelemetry_instrument_needs() -> None:
+    from importlib.metadata import requires
+
+    sdk = [r for r in requires("otelhooks") or [] if 'extra == "sdk"' in r]
+    assert any(r.startswith("opentelemetry-distro") for r in sdk), sdk
+
+
+def test_opentelemetry_instrument_as_documented_says_nothing_contradictory(
+    tmp_path: Path,
+) -> None:
+    """``OTEL_TRACES_EXPORTER=otelhooks_otlp opentelemetry-instrument otelhooks demo``: the
+    traces arrive, and no line says the exporter is unknown or asks to set what is set."""
+    import os
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    instrument = Path(sys.executable).with_name("opentelemetry-instrument")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    with serve_requests() as (url, bodies):
+        env.update(
+            OTEL_TRACES_EXPORTER="otelhooks_otlp",
+            OTEL_SERVICE_NAME="my-agent",
+            OTEL_EXPORTER_OTLP_ENDPOINT=url,
+            OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",  # the distro's default is grpc
+            OTEL_METRICS_EXPORTER="none",
+            OTEL_LOGS_EXPORTER="none",
+        )
+        done = subprocess.run(
+            [str(instrument), sys.executable, "-m", "otelhooks", "demo", "--case", "blocked"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=tmp_path,
+        )
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stderr.splitlines() if line.startswith("otelhooks:")] == []
+    names = {
+        span.name
+        for body in bodies
+        for resource in ExportTraceServiceRequest.FromString(body).resource_spans
+        for scope in resource.scope_spans
+        for span in scope.spans
+    }
+    assert {"invoke_agent demo-blocked", "execute_tool dangerous", "before"} <= names
+    # without the redacting exporter named, the advice to name it is still given, once
+    env["OTEL_TRACES_EXPORTER"] = "none"
+    done = subprocess.run(
+        [str(instrument), sys.executable, "-m", "otelhooks", "demo", "--case", "blocked"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    advice = [line for line in done.stderr.splitlines() if line.startswith("otelhooks:")]
+    assert len(advice) == 1 and "OTEL_TRACES_EXPORTER=otelhooks_otlp" in advice[0], advice
+
+
+def test_the_local_model_example_fails_when_it_cannot_reach_the_model() -> None:
+    import os
+
+    env = {**os.environ, "LOCAL_MODEL_URL": "http://127.0.0.1:9/v1"}
+    done = subprocess.run(
+        [sys.executable, "local_model.py"],
+        cwd=Path(__file__).parents[1] / "examples",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("the run failed: ") and "http://127.0.0.1:9/v1" in last, last

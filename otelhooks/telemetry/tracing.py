@@ -56,6 +56,7 @@ from .environment import (
     exporters_from_env,
     otlp_exporter,
     otlp_protocol_from_env,
+    redacting_otlp_in_env,
     sdk_disabled,
 )
 from .openinference import OpenInferenceExporter, enabled_by_env, with_project
@@ -454,7 +455,8 @@ def setup_tracing(
     stats = ExportStats()
     existing = _global_sdk_provider() if use_global and exporter is None else None
     if existing is not None:
-        logger.warning(GLOBAL_PROVIDER_ADVICE)
+        if not redacting_otlp_in_env():  # its pipeline exports through the redactor already
+            logger.warning(GLOBAL_PROVIDER_ADVICE)
         stats.destination = "the global TracerProvider's exporters (not counted here)"
         chain = list(processors)
         if redactor is not None and chain:
