@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 from otelhooks.cli.demo_cases import BLOCK_REASON, FAKE_API_KEY, NEVER_PRINTED
 
@@ -265,3 +266,115 @@ async def test_the_demo_hooks_decide_as_usual_when_stdout_is_closed() -> None:
     ]
     assert not [s for s in tracing.spans() if (s.attributes or {}).get("error.type")]
     assert finals["allowed"].text == "The tool result is: checked: hi"
+
+
+class _CassandraLikeQuery:
+    """A Jaeger query API on loopback that answers as Jaeger does on Cassandra: ``limit`` bounds
+    the index rows (one a span, newest first) a search reads, so a page holds fewer traces
+    than asked while more are stored. 14 traces of 3 spans, a second apart."""
+
+    def __init__(self, service: str, traces: int = 14) -> None:
+        import http.server
+        import threading
+        import urllib.parse
+
+        now_us = int(time.time() * 1e6)
+        self.spans = [
+            (f"{t:032x}", f"{t:08x}{s:08x}", now_us - (traces - t) * 1_000_000 + s * 1000)
+            for t in range(1, traces + 1)
+            for s in range(3)
+        ]
+        spans, name = self.spans, service
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                url = urllib.parse.urlsplit(self.path)
+                query = dict(urllib.parse.parse_qsl(url.query))
+                if url.path == "/api/services":
+                    body: Any = {"data": [name]}
+                else:
+                    start, end = int(query["start"]), int(query["end"])
+                    rows = sorted((s for s in spans if start <= s[2] <= end), key=lambda s: -s[2])
+                    ids = {trace_id for trace_id, _, _ in rows[: int(query["limit"])]}
+                    body = {"data": [_jaeger_trace(i, spans, name) for i in sorted(ids)]}
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _jaeger_trace(trace_id: str, spans: list[tuple[str, str, int]], service: str) -> Any:
+    mine = [s for s in spans if s[0] == trace_id]
+    root = mine[0][1]
+    return {
+        "traceID": trace_id,
+        "processes": {"p1": {"serviceName": service}},
+        "spans": [
+            {
+                "traceID": trace_id,
+                "spanID": span_id,
+                "operationName": "invoke_agent a" if span_id == root else "execute_tool t",
+                "references": [] if span_id == root else [{"refType": "CHILD_OF", "spanID": root}],
+                "startTime": start,
+                "duration": 100,
+                "tags": [],
+                "logs": [],
+                "processID": "p1",
+            }
+            for _, span_id, start in mine
+        ],
+    }
+
+
+def test_traces_pages_back_through_a_store_whose_pages_are_short() -> None:
+    """Jaeger on Cassandra answers ``limit=20`` with the traces of 20 spans (7 of these 14):
+    ``otelhooks traces`` reads on until it has them all, or says there are more."""
+    from otelhooks.cli import main
+
+    query = _CassandraLikeQuery("svc")
+    try:
+        every = subprocess.run(
+            [sys.executable, "-m", "otelhooks", "traces", "--endpoint", query.url, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert every.returncode == 0, every.stderr
+        ids = [json.loads(line)["trace_id"] for line in every.stdout.splitlines()]
+        assert ids == [f"{t:032x}" for t in range(1, 15)]  # all 14, oldest first
+        assert "there may be more" not in every.stderr
+        cut = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "otelhooks",
+                "traces",
+                "--endpoint",
+                query.url,
+                "--json",
+                "--limit",
+                "10",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        ids = [json.loads(line)["trace_id"] for line in cut.stdout.splitlines()]
+        assert ids == [f"{t:032x}" for t in range(5, 15)]  # the 10 most recent
+        assert "svc: 10 traces shown (--limit 10); there may be more" in cut.stderr
+        assert main(["traces", "--endpoint", query.url, "--limit", "0"]) == 2
+    finally:
+        query.close()

@@ -1,11 +1,12 @@
-"""Every Python block of the README and of docs/ runs as written: as printed, with nothing added.
+"""Every Python block of the README and of docs/ runs as printed, with nothing added.
 
-A block marked ``<!-- pytest -->`` is a test file, run by pytest in a fresh project (an empty directory with no
-pytest configuration); a block marked ``<!-- model-server -->`` runs with ``OPENAI_BASE_URL``,
-``ANTHROPIC_BASE_URL`` and ``LOCAL_MODEL_URL`` pointing at ``tests/model_server.py``, a local
-server that answers in the OpenAI and Anthropic wire formats (it calls the first tool offered,
-then says what the tool returned); every other block must run on its own. Each block runs in a fresh
-interpreter, in an empty directory, with no ``OTEL_*`` variable set.
+A block marked ``<!-- pytest -->`` is a test file, run by pytest in a fresh project (an empty
+directory with no pytest configuration); a block marked ``<!-- model-server -->`` runs with
+``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL`` and ``LOCAL_MODEL_URL`` pointing at
+``tests/model_server.py``, a local server that answers in the OpenAI and Anthropic wire formats
+(it calls the first tool offered, then says what the tool returned); every other block must run
+on its own. Each block runs in a fresh interpreter, in an empty directory, with no ``OTEL_*``
+variable set.
 """
 
 from __future__ import annotations
