@@ -251,12 +251,12 @@ def run_demo(args: argparse.Namespace, *, openinference: bool | None = None) -> 
             if args.json:
                 transcript.note(text, type="span_tree", case=name)
             else:
-                transcript.note(f"\n[span tree: {name}]\n{text}\n")
+                transcript.note(f"\n[span tree: {name}]\n{text}")
         transcript.flush()
         if out.reader_gone:
             held.drop()  # the reader left: nothing more, on stderr either
         else:
-            held.release(err)  # the case's log lines, after its transcript and tree
+            held.release(err, apart=not args.json)  # the case's log lines, after its tree
 
     names = list(CASES) if args.case == "all" else [args.case]
     finals: dict[str, RunResult] = {}
@@ -274,7 +274,7 @@ def run_demo(args: argparse.Namespace, *, openinference: bool | None = None) -> 
         )
     finally:
         if console_json and not out.reader_gone and not setup.uses_global:
-            json_out.line("[exported spans: the OpenTelemetry console exporter's JSON]")
+            json_out.line("\n[exported spans: the OpenTelemetry console exporter's JSON]")
         stats = setup.shutdown()  # the console exporter's JSON, if asked for, is written now
         if out.reader_gone:
             held.drop()
@@ -384,6 +384,8 @@ async def run_cases(
     for name in names:
         if stop is not None and stop():
             break
+        if finals:
+            transcript.gap()
         transcript.note(f"otelhooks demo: {name}", case=name)
         if name == "mcp":
             from .demo_mcp import run_mcp_case

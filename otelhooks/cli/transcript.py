@@ -86,11 +86,11 @@ class HeldLines:
     def flush(self) -> None:
         """Nothing: the lines wait for :meth:`release`."""
 
-    def release(self, to: Output) -> None:
-        """Write what was held to ``to``, and flush it."""
+    def release(self, to: Output, *, apart: bool = False) -> None:
+        """Write what was held to ``to`` (after an empty line when ``apart``), and flush it."""
         parts, self._parts = self._parts, []
         if parts:
-            to.write("".join(parts))
+            to.write(("\n" if apart else "") + "".join(parts))
             to.flush()
 
     def drop(self) -> None:
@@ -126,6 +126,11 @@ class Transcript:
             self._json({"type": "note", "text": text, **fields})
         else:
             self._line(text)
+
+    def gap(self) -> None:
+        """Record an empty line between two parts (text mode only)."""
+        if not self.json_lines:
+            self._line("")
 
     def flush(self) -> None:
         """Write the recorded lines."""
