@@ -430,6 +430,17 @@ def test_opentelemetry_instrument_as_documented_says_nothing_contradictory(
 
     instrument = Path(sys.executable).with_name("opentelemetry-instrument")
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+
+    def instrumented_demo() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(instrument), sys.executable, "-m", "otelhooks", "demo", "--case", "blocked"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=tmp_path,
+        )
+
     with serve_requests() as (url, bodies):
         env.update(
             OTEL_TRACES_EXPORTER="otelhooks_otlp",
@@ -439,14 +450,7 @@ def test_opentelemetry_instrument_as_documented_says_nothing_contradictory(
             OTEL_METRICS_EXPORTER="none",
             OTEL_LOGS_EXPORTER="none",
         )
-        done = subprocess.run(
-            [str(instrument), sys.executable, "-m", "otelhooks", "demo", "--case", "blocked"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-            cwd=tmp_path,
-        )
+        done = instrumented_demo()
     assert done.returncode == 0, done.stderr
     assert [line for line in done.stderr.splitlines() if line.startswith("otelhooks:")] == []
     names = {
@@ -459,14 +463,7 @@ def test_opentelemetry_instrument_as_documented_says_nothing_contradictory(
     assert {"invoke_agent demo-blocked", "execute_tool dangerous", "before"} <= names
     # without the redacting exporter named, the advice to name it is still given, once
     env["OTEL_TRACES_EXPORTER"] = "none"
-    done = subprocess.run(
-        [str(instrument), sys.executable, "-m", "otelhooks", "demo", "--case", "blocked"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=tmp_path,
-    )
+    done = instrumented_demo()
     assert done.returncode == 0, done.stderr
     advice = [line for line in done.stderr.splitlines() if line.startswith("otelhooks:")]
     assert len(advice) == 1 and "OTEL_TRACES_EXPORTER=otelhooks_otlp" in advice[0], advice

@@ -52,6 +52,15 @@ def send_demo(collector: Collector, service: str, *cases: str) -> None:
         assert done.returncode == 0 and "traces: ok" in done.stderr, done.stderr
 
 
+def stored_demo(jaeger: Collector, prefix: str) -> tuple[str, tuple[str, ...]]:
+    """The demo's four traces stored under a new service; the service and the arguments of
+    ``otelhooks traces`` that read them."""
+    service = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    send_demo(jaeger, service)
+    jaeger.wait_for_traces(service, 4)
+    return service, ("traces", "--endpoint", jaeger.query, "--service", service)
+
+
 def test_traces_prints_the_span_trees_stored_in_jaeger(jaeger: Collector) -> None:
     service = f"traces-cli-{uuid.uuid4().hex[:8]}"
     send_demo(jaeger, service)
@@ -80,10 +89,7 @@ def test_traces_prints_the_span_trees_stored_in_jaeger(jaeger: Collector) -> Non
 
 
 def test_traces_filters_by_tag_operation_and_prints_json(jaeger: Collector) -> None:
-    service = f"traces-filter-{uuid.uuid4().hex[:8]}"
-    send_demo(jaeger, service)
-    jaeger.wait_for_traces(service, 4)
-    args = ("traces", "--endpoint", jaeger.query, "--service", service)
+    _, args = stored_demo(jaeger, "traces-filter")
     blocked = otelhooks(*args, "--tag", "otelhooks.decision=block", "--json")
     assert blocked.returncode == 0, blocked.stderr
     records = [json.loads(line) for line in blocked.stdout.splitlines()]
@@ -104,10 +110,7 @@ def test_traces_filters_by_tag_operation_and_prints_json(jaeger: Collector) -> N
 def test_traces_says_when_there_are_more_and_names_the_services_there_are(
     jaeger: Collector,
 ) -> None:
-    service = f"traces-more-{uuid.uuid4().hex[:8]}"
-    send_demo(jaeger, service)
-    jaeger.wait_for_traces(service, 4)
-    args = ("traces", "--endpoint", jaeger.query, "--service", service)
+    service, args = stored_demo(jaeger, "traces-more")
     cut = otelhooks(*args, "--limit", "3", "--json")
     assert cut.returncode == 0, cut.stderr
     assert len(cut.stdout.splitlines()) == 3
