@@ -11,6 +11,7 @@ give it (default ``ollama``: vllm, llama_cpp, lm_studio, ...).
 
 import asyncio
 import os
+import sys
 
 from _weather import PROMPT, default_hooks, tools
 
@@ -23,8 +24,9 @@ from otelhooks.telemetry.testing import in_memory_tracing
 
 async def main() -> None:
     tracing = in_memory_tracing()
+    url = os.environ.get("LOCAL_MODEL_URL", "http://localhost:11434/v1")
     provider = OpenAIChat(
-        base_url=os.environ.get("LOCAL_MODEL_URL", "http://localhost:11434/v1"),
+        base_url=url,
         api_key="local",  # local servers accept any key
         provider_name=os.environ.get("LOCAL_MODEL_PROVIDER", "ollama"),
         timeout=300.0,  # a local model can be slow to load
@@ -39,7 +41,10 @@ async def main() -> None:
         tracer_provider=tracing.provider,
     )
     result = await agent.run(PROMPT)
-    print(result.final.text or result.final.error_message)
+    if result.stop_reason == "error":  # no server there, or it refused: say so, and fail
+        print(render_tree(tracing.spans()))
+        sys.exit(f"the run failed: {result.error_message} (is a model server running at {url}?)")
+    print(result.text)
     print(render_tree(tracing.spans()))
 
 

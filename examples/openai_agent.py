@@ -34,7 +34,10 @@ async def main() -> None:
         tracer_provider=tracing.provider,
     )
     result = await agent.run(PROMPT)
-    print(result.final.text or result.final.error_message)
+    if result.stop_reason == "error":  # a refused key, no server, an API error: say so, fail
+        print(render_tree(tracing.spans()))
+        sys.exit(f"the run failed: {result.error_message}")
+    print(result.text)
     print(f"usage: {result.usage.input_tokens} in, {result.usage.output_tokens} out")
     print(render_tree(tracing.spans()))
 

@@ -1,13 +1,12 @@
-"""Every Python block of the README and of docs/ runs as written.
+"""Every Python block of the README and of docs/ runs as printed, with nothing added.
 
-A block marked ``<!-- fragment -->`` on the line before it is completed with
-``tests/doc_prelude.py`` (the imports and objects the text introduced earlier); a block marked
-``<!-- pytest -->`` is a test file, run by pytest in a fresh project (an empty directory with no
-pytest configuration); a block marked ``<!-- model-server -->`` runs with ``OPENAI_BASE_URL``,
-``ANTHROPIC_BASE_URL`` and ``LOCAL_MODEL_URL`` pointing at ``tests/model_server.py``, a local
-server that answers in the OpenAI and Anthropic wire formats (it calls the first tool offered,
-then says what the tool returned); every other block must run on its own. Each block runs in a fresh
-interpreter, in an empty directory, with no ``OTEL_*`` variable set.
+A block marked ``<!-- pytest -->`` is a test file, run by pytest in a fresh project (an empty
+directory with no pytest configuration); a block marked ``<!-- model-server -->`` runs with
+``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL`` and ``LOCAL_MODEL_URL`` pointing at
+``tests/model_server.py``, a local server that answers in the OpenAI and Anthropic wire formats
+(it calls the first tool offered, then says what the tool returned); every other block must run
+on its own. Each block runs in a fresh interpreter, in an empty directory, with no ``OTEL_*``
+variable set.
 """
 
 from __future__ import annotations
@@ -23,7 +22,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PRELUDE = (Path(__file__).parent / "doc_prelude.py").read_text()
+# What the line before a Python block may say (an HTML comment, which the site does not show).
+MARKERS = ("<!-- pytest -->", "<!-- model-server -->")
 FENCE = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
@@ -62,10 +62,21 @@ def test_the_docs_have_blocks_to_run() -> None:
     assert len(ALL) >= 10
 
 
+def test_no_block_has_a_marker_the_runner_does_not_know() -> None:
+    """A misspelt or retired marker (``<!-- fragment -->``, whose blocks ran with a hidden
+    prelude) would quietly change how its block runs: every HTML comment before a block is one
+    of the known markers."""
+    unknown = [
+        f"{b.id}: {b.marker}"
+        for b in ALL
+        if b.marker.startswith("<!--") and b.marker not in MARKERS
+    ]
+    assert not unknown, unknown
+
+
 @pytest.mark.parametrize("block", ALL, ids=[b.id for b in ALL])
 def test_block_runs_as_written(block: Block, tmp_path: Path) -> None:
-    fragment = block.marker == "<!-- fragment -->"
-    source = (PRELUDE + "\n" + block.code) if fragment else block.code
+    source = block.code
     env = {
         k: v
         for k, v in os.environ.items()

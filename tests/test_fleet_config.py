@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -101,6 +102,72 @@ def test_a_bad_port_option_is_refused_before_anything_starts(tmp_path: Path) -> 
     assert done.returncode == 1
     assert "--port takes NAME=N" in done.stderr
     assert not (tmp_path / "fleet.json").exists()
+
+
+def test_every_fleet_action_says_what_it_does_in_its_help() -> None:
+    for action, words in (
+        ("up", "wait until each answers"),
+        ("status", "the topic's partitions as Kafka describes them"),
+        ("down", "--purge deletes the run folder too"),
+    ):
+        done = _fleet(action, "--help")
+        assert done.returncode == 0, done.stderr
+        assert words in " ".join(done.stdout.split()), (action, done.stdout)
+
+
+def _stand_in_engines(tmp_path: Path) -> dict[str, str]:
+    """Engines that exist but hold nothing (an empty Kafka class path): found, never run."""
+    engines = tmp_path / "engines"
+    for folder in ("kafka", "cassandra"):
+        (engines / folder).mkdir(parents=True)
+    for program in ("gateway", "jaeger"):
+        (engines / program).write_text("#!/bin/sh\nexit 1\n")
+        (engines / program).chmod(0o755)
+    return {
+        "OTELHOOKS_KAFKA_LIB": str(engines / "kafka"),
+        "OTELHOOKS_CASSANDRA_LIB": str(engines / "cassandra"),
+        "OTELHOOKS_GATEWAY_BIN": str(engines / "gateway"),
+        "OTELHOOKS_JAEGER_BIN": str(engines / "jaeger"),
+    }
+
+
+def test_an_up_refused_for_a_taken_port_makes_nothing(tmp_path: Path) -> None:
+    env = _stand_in_engines(tmp_path)
+    run = tmp_path / "run"
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        done = _fleet("--dir", str(run), "up", "--port", f"query.http={port}", env=env)
+    assert done.returncode == 1
+    assert f"port {port} (query.http) is in use" in done.stderr
+    assert not run.exists()  # nothing made, so nothing for down --purge to remove
+    run.mkdir()  # an empty run folder (as an earlier version left) is purged too
+    purged = _fleet("--dir", str(run), "down", "--purge")
+    assert purged.returncode == 0, purged.stderr
+    assert not run.exists()
+
+
+@pytest.mark.skipif(shutil.which("java") is None, reason="needs java on PATH")
+def test_an_up_that_fails_after_it_made_files_is_purged_by_down(tmp_path: Path) -> None:
+    env = _stand_in_engines(tmp_path)
+    run = tmp_path / "run"
+    base = str(free_ports(1)[0])
+    # Cassandra's class path without its jamm agent: refused while the configs are written
+    done = _fleet("--dir", str(run), "up", "--base-port", base, env=env)
+    assert done.returncode == 1 and "no jamm-*.jar in" in done.stderr, done.stderr
+    assert (run / "fleet.json").exists() and len(list(run.iterdir())) > 1
+    purged = _fleet("--dir", str(run), "down", "--purge")
+    assert purged.returncode == 0, purged.stderr
+    assert not run.exists()
+    # with the agent, Kafka's storage tool fails on its empty class path: files, logs, data
+    (Path(env["OTELHOOKS_CASSANDRA_LIB"]) / "jamm-0.4.0.jar").write_bytes(b"")
+    done = _fleet("--dir", str(run), "up", "--base-port", base, env=env)
+    assert "kafka: kafka.tools.StorageTool format failed" in done.stderr, done.stderr
+    assert (run / "logs" / "kafka.log").exists()
+    purged = _fleet("--dir", str(run), "down", "--purge")
+    assert purged.returncode == 0, purged.stderr
+    assert not run.exists()
 
 
 def test_the_state_file_of_something_else_is_refused(tmp_path: Path) -> None:

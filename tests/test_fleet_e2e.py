@@ -61,6 +61,18 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 120.0, every: flo
     return bool(predicate())
 
 
+def test_status_reports_the_partitions_kafka_describes(fleet: Fleet) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "otelhooks", "fleet", "--dir", str(fleet.run), "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    report = json.loads(done.stdout)
+    assert report["shape"]["partitions"] == 8, report["shape"]  # four per ingester, from Kafka
+    assert set(report["components"]) == set(fleet.components)
+
+
 def test_four_agents_every_span_accounted_for_at_each_tier(fleet: Fleet, tmp_path: Path) -> None:
     load = finish_agents(start_agents(fleet, tmp_path, agents=4, runs=60))
     sent = load.total("exported")

@@ -3,7 +3,8 @@
 
 Each subcommand module has ``add_parser(subparsers)`` and ``run(args) -> int``. A subcommand
 whose optional dependencies are missing says, in one line on stderr, what to install, and exits
-with 2: never a traceback.
+with 2: never a traceback. One whose stdout's reader went away (``| head``) stops quietly with
+141, the status of a program SIGPIPE ended.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # nothing more to flush at exit
-        return 0
+        return 141  # 128 + SIGPIPE, as a program the signal ended (and as the demo)
 
 
 if __name__ == "__main__":

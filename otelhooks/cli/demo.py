@@ -1,11 +1,17 @@
 """``otelhooks demo``: example agents whose tool calls are allowed, blocked, run in parallel and
 redacted (and, with the ``mcp`` extra, MCP server tools), each run traced.
 
-Output, in order: each case's transcript as it runs; the exported spans (the console exporter's
-JSON, by default); last, what a person reads: each case's span tree and a one-line summary. The
-exporter, endpoint, protocol, timeout and service name come from the flags, else from the
-standard ``OTEL_*`` variables, else the defaults (console; ``otelhooks-demo``). Under
+Output, in order, for each case: its transcript, its structlog events (on stderr, held back
+until the transcript is out, so they never land inside it) and its span tree; last a one-line
+summary per case. The console exporter (the default) is those span trees; ``--console-json``
+adds the OpenTelemetry SDK console exporter's JSON of every span, after the cases. The exporter,
+endpoint, protocol, timeout and service name come from the flags, else from the standard
+``OTEL_*`` variables, else the defaults (console; ``otelhooks-demo``). Under
 ``opentelemetry-instrument`` with no ``--exporter`` the demo uses the pipeline it configured.
+
+Printing is never part of a hook: hooks record their lines, which are written between events.
+When stdout's reader goes away (``otelhooks demo | head -5``) the demo stops after the case in
+progress, prints nothing more (on stderr either) and exits with 141.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ if TYPE_CHECKING:
 
     from ..builtin import Redactor
     from ..core.loop import RunResult
-    from .transcript import Transcript
+    from .transcript import Output, Transcript
 
 CASE_CHOICES = ("allowed", "blocked", "parallel", "redaction", "mcp", "all")
 CASE_HELP = (
@@ -41,16 +47,22 @@ def add_parser(sub: Any) -> None:
         "demo",
         help="run example agents (allowed, blocked, parallel, redaction) and show their traces",
         description="Run example agents whose tool calls are allowed, blocked, run in parallel "
-        "and redacted; print each transcript, the exported spans, and last each case's span tree "
-        "with a one-line summary. Only the trees: --exporter none. Only the exported spans: "
-        "--no-tree.",
+        "and redacted; print each case's transcript, its log events (on stderr) and its span "
+        "tree, and last a one-line summary per case. The raw spans as OpenTelemetry JSON: "
+        "--console-json.",
     )
     demo.add_argument("--case", choices=CASE_CHOICES, default="all", help=CASE_HELP)
     demo.add_argument(
         "--exporter",
         choices=("console", "otlp", "none"),
         default=None,
-        help="where spans go (default: OTEL_TRACES_EXPORTER, else the SDK's console exporter)",
+        help="where spans go (default: OTEL_TRACES_EXPORTER, else console: the span trees)",
+    )
+    demo.add_argument(
+        "--console-json",
+        action="store_true",
+        help="also print every span as the OpenTelemetry SDK's console exporter does (JSON), "
+        "after the cases",
     )
     demo.add_argument(
         "--otlp-endpoint",
@@ -88,9 +100,7 @@ def add_parser(sub: Any) -> None:
         default="console",
         help="how structlog renders the tool-call events on stderr",
     )
-    demo.add_argument(
-        "--no-tree", action="store_true", help="do not print the span trees and summaries"
-    )
+    demo.add_argument("--no-tree", action="store_true", help="do not print the span trees")
     demo.add_argument(
         "--ui",
         action="store_true",
@@ -161,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        with ui.viewer_for(args, args.ui_port) as viewer:
+        with ui.viewer_for(args, args.ui_port, port_flag="--ui-port") as viewer:
             if viewer.process is not None:
                 ui.announce_started(viewer)
             # the viewer shows what the calls did: content on the spans (redacted, as always)
@@ -181,51 +191,72 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace, *, openinference: bool | None = None) -> int:
-    """The demo itself, to the exporter the arguments name."""
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    """The demo itself, to the exporter the arguments name. Each case's transcript, then its log
+    lines (on stderr, held back until the transcript is out), then its span tree; last a
+    summary. A reader that goes away (``otelhooks demo | head``) ends it quietly after the
+    case in progress, with :data:`READER_GONE`."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     from ..builtin import Redactor
-    from ..telemetry.environment import ConfigurationError, exporters_from_env
+    from ..telemetry.environment import ConfigurationError
     from ..telemetry.spantree import render_tree
     from ..telemetry.tracing import setup_tracing
     from .demo_cases import CASES
-    from .transcript import Transcript
+    from .transcript import HeldLines, Output, Transcript
 
-    out = sys.stdout
+    out, err = Output(sys.stdout), Output(sys.stderr)
+    held = HeldLines()
     redactor = Redactor()
-    configure_structlog(args.log_format, redactor)
-    logging.basicConfig(level=logging.WARNING, format="otelhooks: %(message)s", stream=sys.stderr)
+    configure_structlog(args.log_format, redactor, file=held)  # type: ignore[arg-type]
+    logging.basicConfig(level=logging.WARNING, format="otelhooks: %(message)s", stream=err)
     quiet_exporter_logs()
 
     tree = InMemorySpanExporter()
-    kinds = [args.exporter] if args.exporter else (exporters_from_env() or ["console"])
+    json_out = err if args.json else out  # in --json mode stdout holds JSON lines only
+    exporter, kinds, console_json = _exporter_choice(args)
+    processors: list[Any] = [SimpleSpanProcessor(tree)]
+    if console_json == "processor":
+        processors.append(
+            BatchSpanProcessor(_console_json(json_out), schedule_delay_millis=_HOLD_MS)
+        )
     try:
         setup = setup_tracing(
-            args.exporter,
+            exporter,
             service_name=args.service_name,
             default_service_name=DEMO_SERVICE_NAME,
             otlp_endpoint=args.otlp_endpoint,
             otlp_protocol=args.otlp_protocol,
             export_timeout=_export_timeout(args.export_timeout),
             redactor=redactor,
-            processors=[SimpleSpanProcessor(tree)],
-            # console: export once at the end, after the transcripts, not interleaved with them
-            batch_options={"schedule_delay_millis": 600_000} if "console" in kinds else None,
-            console_out=sys.stderr if args.json else out,
+            processors=processors,
+            # the console exporter's JSON comes once, at the end: never inside the transcripts
+            batch_options={"schedule_delay_millis": _HOLD_MS}
+            if console_json == "exporter"
+            else None,
+            console_out=json_out,  # type: ignore[arg-type]
             metrics=args.metrics,
             openinference=openinference,
         )
     except ConfigurationError as exc:
-        print(f"otelhooks demo: {exc}", file=sys.stderr)
+        err.line(f"otelhooks demo: {exc}")
         return 2
     transcript = Transcript(out, json_lines=args.json)
-    trees: dict[str, str] = {}
 
     def after_case(name: str) -> None:
         spans = tree.get_finished_spans()
         tree.clear()
-        trees[name] = render_tree(spans)
+        if not args.no_tree:
+            text = render_tree(spans)
+            if args.json:
+                transcript.note(text, type="span_tree", case=name)
+            else:
+                transcript.note(f"\n[span tree: {name}]\n{text}")
+        transcript.flush()
+        if out.reader_gone:
+            held.drop()  # the reader left: nothing more, on stderr either
+        else:
+            held.release(err, apart=not args.json)  # the case's log lines, after its tree
 
     names = list(CASES) if args.case == "all" else [args.case]
     finals: dict[str, RunResult] = {}
@@ -238,45 +269,74 @@ def run_demo(args: argparse.Namespace, *, openinference: bool | None = None) -> 
                 tracer_provider=setup.provider,
                 after_case=after_case,
                 meter_provider=setup.meter_provider,
+                stop=lambda: out.reader_gone,
             )
         )
     finally:
-        console = "console" in kinds and not args.json and not setup.uses_global
-        if console:
-            print("\n[exported spans: the OpenTelemetry console exporter]", file=out, flush=True)
-        stats = setup.shutdown()  # the console exporter writes its JSON now
-    if not args.no_tree:
-        _readable_ending(out, transcript, trees, finals, args.json, console)
+        if console_json and not out.reader_gone and not setup.uses_global:
+            json_out.line("\n[exported spans: the OpenTelemetry console exporter's JSON]")
+        stats = setup.shutdown()  # the console exporter's JSON, if asked for, is written now
+        if out.reader_gone:
+            held.drop()
+        else:
+            held.release(err)
+    if out.reader_gone:
+        return READER_GONE
+    if not args.json:
+        _summary(out, finals, console_json=bool(console_json))
     if "otlp" in kinds and not setup.uses_global:
         status = "ok" if stats.lost == 0 else "EXPORT FAILED"
-        print(f"traces: {status}: {stats.summary()}", file=sys.stderr, flush=True)
-    return 0
+        err.line(f"traces: {status}: {stats.summary()}")
+    return READER_GONE if out.reader_gone else 0
 
 
-def _readable_ending(
-    out: TextIO,
-    transcript: Transcript,
-    trees: dict[str, str],
-    finals: dict[str, RunResult],
-    json_lines: bool,
-    after_json: bool,
-) -> None:
-    """Last, what a person reads: each case's span tree and a one-line summary."""
-    if json_lines:
-        for name, text in trees.items():
-            transcript.note(text, type="span_tree", case=name)
-        return
-    print("\n[span trees]", file=out)
-    for name, text in trees.items():
-        print(f"\n{name}\n{text}", file=out)
-    print("\n[summary]", file=out)
+# Hold a batch until shutdown: the demo is short, and its exported spans come after it.
+_HOLD_MS = 600_000
+
+READER_GONE = 141
+"""The exit status once the reader of stdout went away: 128 + SIGPIPE, as a program the signal
+ended (the demo ignores the signal, stops quietly, and says so with the status)."""
+
+
+def _exporter_choice(args: argparse.Namespace) -> tuple[str | None, list[str], str]:
+    """The exporter to pass to ``setup_tracing``, the exporter kinds in effect, and where the
+    console exporter's JSON comes from: ``"exporter"`` (the console exporter set up from
+    ``OTEL_TRACES_EXPORTER`` with others), ``"processor"`` (``--console-json``: one more
+    processor), or ``""`` (none). The console exporter alone (the default) is the span trees."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+
+    from ..telemetry.environment import exporters_from_env
+
+    if args.exporter is None and isinstance(trace.get_tracer_provider(), SdkTracerProvider):
+        # opentelemetry-instrument configured the pipeline: setup_tracing uses it
+        return None, [], "processor" if args.console_json else ""
+    kinds = [args.exporter] if args.exporter else (exporters_from_env() or ["console"])
+    if len(kinds) > 1:  # several from OTEL_TRACES_EXPORTER: as configured
+        return None, kinds, "exporter" if "console" in kinds else ""
+    chosen = kinds[0]
+    return (
+        "none" if chosen == "console" else chosen,
+        kinds,
+        "processor" if args.console_json else "",
+    )
+
+
+def _console_json(out: Any) -> Any:
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+    return ConsoleSpanExporter(out=out)
+
+
+def _summary(out: Output, finals: dict[str, RunResult], *, console_json: bool) -> None:
+    """Last, what a person reads: a line per case, and where the rest is."""
+    out.write("\n[summary]\n")
     for name, result in finals.items():
-        print(summary_line(name, result), file=out)
-    if after_json:
-        print(
-            "\nOnly the span trees: otelhooks demo --exporter none. "
-            "Only the exported spans: otelhooks demo --no-tree.",
-            file=out,
+        out.write(summary_line(name, result) + "\n")
+    if not console_json:
+        out.write(
+            "\nThe spans as the OpenTelemetry console exporter prints them (JSON): "
+            "otelhooks demo --console-json\n"
         )
     out.flush()
 
@@ -313,13 +373,19 @@ async def run_cases(
     after_case: Callable[[str], None] | None = None,
     logger: Any = None,
     meter_provider: Any = None,
+    stop: Callable[[], bool] | None = None,
 ) -> dict[str, RunResult]:
-    """Run the named cases one after the other; return each one's final message. The ``mcp``
-    case needs ``otelhooks[mcp]`` and ``mcp-server-time`` (see :mod:`otelhooks.cli.demo_mcp`)."""
+    """Run the named cases one after the other; return each one's final message. ``stop``,
+    asked before each case, ends the run early (the reader went away). The ``mcp`` case needs
+    ``otelhooks[mcp]`` and ``mcp-server-time`` (see :mod:`otelhooks.cli.demo_mcp`)."""
     from .demo_cases import DEMO_CASES, demo_agent
 
     finals: dict[str, RunResult] = {}
     for name in names:
+        if stop is not None and stop():
+            break
+        if finals:
+            transcript.gap()
         transcript.note(f"otelhooks demo: {name}", case=name)
         if name == "mcp":
             from .demo_mcp import run_mcp_case

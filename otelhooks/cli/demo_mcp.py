@@ -10,6 +10,7 @@ import importlib.util
 import sys
 from typing import Any
 
+import mcp  # noqa: F401  (first: without the mcp extra, the one-line hint names it)
 from opentelemetry.trace import TracerProvider
 
 from ..builtin import Redactor

@@ -82,30 +82,43 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except ValueError as exc:
         print(f"otelhooks traces: {exc}", file=sys.stderr)
         return 2
+    if args.limit < 1:
+        print(f"otelhooks traces: --limit must be 1 or more, not {args.limit}", file=sys.stderr)
+        return 2
     client = JaegerQuery(args.endpoint)
     printer = _Printer(out, as_json=args.json)
     try:
-        services = args.service or [s for s in client.services() if s not in SKIPPED_SERVICES]
+        known = [s for s in client.services() if s not in SKIPPED_SERVICES]
+        unknown = [s for s in args.service or [] if s not in known]
+        if unknown and not args.follow:
+            print(
+                f"otelhooks traces: {client.url} has no traces of {', '.join(unknown)}; "
+                f"the services it has traces of: {', '.join(known) or 'none yet'}",
+                file=sys.stderr,
+            )
+            return 1
+        services = args.service or known
         window_start = time.time() - since
         while True:
             now = time.time()
             found: list[Trace] = []
+            cut: list[str] = []
             for service in services:
-                found.extend(
-                    client.traces(
-                        service,
-                        operation=args.operation,
-                        tags=tags,
-                        start_us=int(window_start * 1e6),
-                        end_us=int((now - until) * 1e6),
-                        limit=args.limit,
-                    )
+                traces, more = recent_traces(
+                    client,
+                    service,
+                    operation=args.operation,
+                    tags=tags,
+                    start_us=int(window_start * 1e6),
+                    end_us=int((now - until) * 1e6),
+                    limit=args.limit,
                 )
+                found.extend(traces)
+                if more:
+                    cut.append(service)
             printer.print_new(found, settle=args.follow)
             if not args.follow:
-                if not printer.printed:
-                    where = ", ".join(services) or "no service"
-                    print(f"otelhooks traces: no traces found ({where})", file=sys.stderr)
+                _say_what_is_missing(args, client, services, known, printer, cut)
                 return 0
             time.sleep(args.interval)
             if not args.service:  # services that appeared meanwhile
@@ -114,6 +127,80 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except QueryError as exc:
         print(f"otelhooks traces: {exc}", file=sys.stderr)
         return 1
+
+
+def recent_traces(
+    client: JaegerQuery,
+    service: str,
+    *,
+    operation: str | None,
+    tags: dict[str, str],
+    start_us: int,
+    end_us: int,
+    limit: int,
+) -> tuple[list[Trace], bool]:
+    """Up to ``limit`` traces of ``service`` in the window, and whether there may be more.
+
+    A page as full as asked may leave traces out (which ones, the store decides). A page with
+    fewer is not always all there is: on Cassandra, Jaeger's ``limit`` bounds the index rows
+    (about one a span, newest first) a search reads, so a page of 20 may hold 11 traces while
+    more are stored. So a short page is followed by earlier ones, each ending where the one
+    before reached (the earliest of its traces' latest spans: nothing newer is skipped), until
+    a page brings nothing new or more than ``limit`` traces are found; the newest are kept.
+    """
+
+    def page(end: int) -> list[Trace]:
+        return client.traces(
+            service, operation=operation, tags=tags, start_us=start_us, end_us=end, limit=limit
+        )
+
+    first = page(end_us)
+    if len(first) >= limit:
+        return first[:limit], True
+    found = {t.trace_id: t for t in first}
+    last, end = first, end_us
+    while last and len(found) <= limit:
+        reached = min(max(s.start_ns for s in t.spans) // 1000 for t in last if t.spans) + 1
+        if reached >= end:
+            break
+        end = reached  # inclusive of the span that ended the page; seen traces are skipped
+        last = [t for t in page(end) if t.trace_id not in found]
+        found.update((t.trace_id, t) for t in last)
+    newest = sorted(found.values(), key=lambda t: t.start_ns, reverse=True)[:limit]
+    return sorted(newest, key=lambda t: t.start_ns), len(found) > limit
+
+
+def _say_what_is_missing(
+    args: argparse.Namespace,
+    client: JaegerQuery,
+    services: list[str],
+    known: list[str],
+    printer: _Printer,
+    cut: list[str],
+) -> None:
+    """On stderr: the services whose list was cut at ``--limit``, or, when nothing was found,
+    where it looked and which services have traces."""
+    for service in cut:
+        print(
+            f"otelhooks traces: {service}: {args.limit} traces shown (--limit {args.limit}); "
+            "there may be more in the window: raise --limit, or narrow it with --since, "
+            "--until or --tag",
+            file=sys.stderr,
+        )
+    if printer.printed:
+        return
+    where = ", ".join(services) or "no service"
+    filters = "".join(
+        f" {flag}"
+        for flag, given in (("--operation", args.operation), ("--tag", args.tag))
+        if given
+    )
+    print(
+        f"otelhooks traces: no traces found ({where}) in the last {args.since}"
+        + (f" matching{filters}" if filters else "")
+        + f"; the services with traces at {client.url}: {', '.join(known) or 'none yet'}",
+        file=sys.stderr,
+    )
 
 
 class _Printer:

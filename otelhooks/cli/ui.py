@@ -6,12 +6,12 @@
     otelhooks ui                    # http://127.0.0.1:6006; Ctrl-C stops it
     otelhooks demo --ui             # the demo's traces into it
 
-Phoenix needs ``anthropic<2``, which otelhooks' ``anthropic`` extra cannot share, so it lives in an
-environment of its own (``phoenix-<version>`` in the otelhooks cache, :mod:`otelhooks.cli.cache`)
-unless it is already in this one (the ``ui`` extra, in an environment without the ``anthropic``
-extra) or named with ``--phoenix``/``OTELHOOKS_PHOENIX``. It listens on 127.0.0.1 only, its
-OTLP/gRPC receiver on a port of its own (4317 stays free for a Jaeger or a collector), with its
-usage telemetry off; its own log goes to a file beside its data.
+Phoenix needs ``anthropic<2``, which otelhooks' ``anthropic`` extra cannot share, so it lives in
+an environment of its own (``phoenix-<version>`` in the otelhooks cache,
+:mod:`otelhooks.cli.cache`) unless it is already in this one (the ``ui`` extra, in an
+environment without the ``anthropic`` extra) or named with ``--phoenix``/``OTELHOOKS_PHOENIX``.
+It listens on 127.0.0.1 only, its OTLP/gRPC receiver on a port of its own (4317 stays free for
+a Jaeger or a collector), with its usage telemetry off; its own log goes to a file beside its data.
 """
 
 from __future__ import annotations
@@ -81,19 +81,35 @@ def find_phoenix(given: str | None = None) -> Path | None:
     return None
 
 
-def install() -> Path:
-    """Make the environment of its own and install Phoenix in it; returns its program."""
-    env = managed_env()
-    print(f"otelhooks ui: installing arize-phoenix {PHOENIX_VERSION} into {env}", file=sys.stderr)
+def install(
+    env: Path | None = None, requirement: str = f"arize-phoenix=={PHOENIX_VERSION}"
+) -> Path:
+    """Make the environment of its own (default :func:`managed_env`) and install Phoenix in it,
+    saying each step and letting pip show its progress, on stderr; returns its program."""
+    env = env or managed_env()
+    started = time.monotonic()
+
+    def step(text: str) -> None:
+        print(f"otelhooks ui: {text}", file=sys.stderr, flush=True)
+
+    step(f"installing {requirement} into {env} (about 850 MB: a few minutes)")
+    step("1/3 making a virtual environment")
     subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
-    pip = [str(env / "bin" / "python"), "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, f"arize-phoenix=={PHOENIX_VERSION}"], check=True)
+    pip = [str(env / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check"]
+    step("2/3 updating its pip")
+    subprocess.run([*pip, "--upgrade", "pip"], check=True, stdout=sys.stderr)
+    step(f"3/3 installing {requirement} (pip's progress follows)")
+    subprocess.run([*pip, requirement], check=True, stdout=sys.stderr)
+    minutes, seconds = divmod(round(time.monotonic() - started), 60)
+    step(f"installed in {minutes} min {seconds} s")
     return env / "bin" / "phoenix"
 
 
 def port_free(port: int) -> bool:
+    """Whether nothing listens on 127.0.0.1:``port``. Bound with address reuse, as the viewer's
+    server binds: the TIME-WAIT connections a stopped viewer leaves for a minute do not count."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -164,10 +180,14 @@ class ViewerError(RuntimeError):
     """The viewer cannot start; the message is the one line to print."""
 
 
-def start(phoenix: Path, port: int, data: Path, timeout: float = 180.0) -> Viewer:
-    """Start Phoenix on 127.0.0.1:``port`` with its data in ``data``; return once it answers."""
+def start(
+    phoenix: Path, port: int, data: Path, timeout: float = 180.0, port_flag: str = "--port"
+) -> Viewer:
+    """Start Phoenix on 127.0.0.1:``port`` with its data in ``data``; return once it answers.
+    ``port_flag`` is the option that moves the port, for the message when it is taken. A
+    failure or an interrupt while it starts stops it again."""
     if not port_free(port):
-        raise ViewerError(f"port {port} is in use: stop what holds it, or give --port N")
+        raise ViewerError(f"port {port} is in use: stop what holds it, or give {port_flag} N")
     data.mkdir(parents=True, exist_ok=True)
     log = data / "phoenix.log"
     env = {
@@ -191,20 +211,42 @@ def start(phoenix: Path, port: int, data: Path, timeout: float = 180.0) -> Viewe
         )
     viewer = Viewer(f"http://127.0.0.1:{port}", data, log, process)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            raise ViewerError(f"Phoenix exited ({process.returncode}): {' | '.join(tail)}")
-        if answering(viewer.url):
-            return viewer
-        time.sleep(0.25)
+    try:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+                raise ViewerError(f"Phoenix exited ({process.returncode}): {' | '.join(tail)}")
+            if answering(viewer.url):
+                return viewer
+            time.sleep(0.25)
+    except BaseException:
+        viewer.stop()
+        raise
     viewer.stop()
     raise ViewerError(f"Phoenix did not answer within {timeout:g} s; its log: {log}")
 
 
 @contextlib.contextmanager
-def viewer_for(args: argparse.Namespace, port: int) -> Iterator[Viewer]:
-    """A viewer to send to: the one running at ``port``, or one started for the block."""
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM is Ctrl-C (a ``KeyboardInterrupt``): a viewer being started or
+    served is stopped on either, never left running on its own."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def viewer_for(args: argparse.Namespace, port: int, port_flag: str = "--port") -> Iterator[Viewer]:
+    """A viewer to send to: the one running at ``port``, or one started for the block (and
+    stopped at its end, Ctrl-C or SIGTERM included). ``port_flag`` names the option that
+    moves the port."""
     url = f"http://127.0.0.1:{port}"
     if answering(url):
         yield Viewer(url, None, None, None)
@@ -219,11 +261,12 @@ def viewer_for(args: argparse.Namespace, port: int) -> Iterator[Viewer]:
             )
         phoenix = install()
     data = Path(args.data) if getattr(args, "data", None) else data_home()
-    viewer = start(phoenix, port, data)
-    try:
-        yield viewer
-    finally:
-        viewer.stop()
+    with terminate_as_interrupt():
+        viewer = start(phoenix, port, data, port_flag=port_flag)
+        try:
+            yield viewer
+        finally:
+            viewer.stop()
 
 
 def announce_started(viewer: Viewer) -> None:
@@ -244,14 +287,8 @@ def announce(viewer: Viewer) -> None:
 
 def wait_for_interrupt(viewer: Viewer) -> int:
     """Serve until Ctrl-C (or SIGTERM); 0 once the viewer stopped cleanly."""
-    stop = {"now": False}
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop["now"] = True
-
-    signal.signal(signal.SIGTERM, on_signal)
     try:
-        while not stop["now"]:
+        while True:
             if viewer.process is not None and viewer.process.poll() is not None:
                 print(f"otelhooks ui: Phoenix stopped on its own; its log: {viewer.log}")
                 return 1

@@ -19,6 +19,10 @@ Signal = Literal["traces", "metrics"]
 logger = logging.getLogger(__name__)
 
 DEFAULT_EXPORTER: Final = "console"
+REDACTING_OTLP: Final = "otelhooks_otlp"
+"""The name of otelhooks' redacting OTLP exporter as an ``opentelemetry_traces_exporter`` entry
+point: what ``OTEL_TRACES_EXPORTER`` names for a pipeline ``opentelemetry-instrument`` builds.
+For ``setup_tracing`` it means ``otlp``, which is behind the redactor already."""
 DEFAULT_EXPORT_TIMEOUT_S: Final = 2.0
 EXPORTER_KINDS: Final = ("console", "otlp", "memory", "none")
 
@@ -49,13 +53,15 @@ def sdk_disabled() -> bool:
 
 
 def exporters_from_env() -> list[str] | None:
-    """The exporter names of ``OTEL_TRACES_EXPORTER`` (``None`` when unset); unknown names are
-    warned about and left out."""
+    """The exporter names of ``OTEL_TRACES_EXPORTER`` (``None`` when unset); ``otelhooks_otlp``
+    is ``otlp``; unknown names are warned about and left out."""
     value = first_set("OTEL_TRACES_EXPORTER")
     if value is None:
         return None
     kinds = []
     for name in (part.strip().lower() for part in value.split(",")):
+        if name == REDACTING_OTLP:
+            name = "otlp"
         if name in EXPORTER_KINDS:
             kinds.append(name)
         elif name:
@@ -70,6 +76,12 @@ def exporters_from_env() -> list[str] | None:
         )
         return [DEFAULT_EXPORTER]
     return kinds
+
+
+def redacting_otlp_in_env() -> bool:
+    """Whether ``OTEL_TRACES_EXPORTER`` names otelhooks' redacting OTLP exporter."""
+    value = first_set("OTEL_TRACES_EXPORTER") or ""
+    return REDACTING_OTLP in (part.strip().lower() for part in value.split(","))
 
 
 def otlp_protocol_from_env() -> OtlpProtocol:

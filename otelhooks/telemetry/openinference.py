@@ -107,7 +107,10 @@ def openinference_attributes(span: ReadableSpan) -> dict[str, Any]:
     return {k: v for k, v in added.items() if v is not None}
 
 
-def _with_project(resource: Resource) -> Resource:
+def with_project(resource: Resource) -> Resource:
+    """``resource`` with ``openinference.project.name`` set to its service name, unless it has
+    one: what an OpenInference viewer (Phoenix) files a service's traces under. Every OTLP
+    exporter ``setup_tracing`` makes sends it, so a viewer never puts them in "default"."""
     name = resource.attributes.get(SERVICE_NAME)
     if not name or PROJECT in resource.attributes:
         return resource
@@ -150,7 +153,7 @@ class OpenInferenceExporter(SpanExporter):
     def _resource(self, resource: Resource) -> Resource:
         found = self._resources.get(id(resource))
         if found is None or found[0] is not resource:
-            found = self._resources[id(resource)] = (resource, _with_project(resource))
+            found = self._resources[id(resource)] = (resource, with_project(resource))
         return found[1]
 
     def shutdown(self) -> None:

@@ -56,9 +56,10 @@ from .environment import (
     exporters_from_env,
     otlp_exporter,
     otlp_protocol_from_env,
+    redacting_otlp_in_env,
     sdk_disabled,
 )
-from .openinference import OpenInferenceExporter, enabled_by_env
+from .openinference import OpenInferenceExporter, enabled_by_env, with_project
 
 ExporterKind = Literal["console", "otlp", "memory", "none"]
 
@@ -454,7 +455,8 @@ def setup_tracing(
     stats = ExportStats()
     existing = _global_sdk_provider() if use_global and exporter is None else None
     if existing is not None:
-        logger.warning(GLOBAL_PROVIDER_ADVICE)
+        if not redacting_otlp_in_env():  # its pipeline exports through the redactor already
+            logger.warning(GLOBAL_PROVIDER_ADVICE)
         stats.destination = "the global TracerProvider's exporters (not counted here)"
         chain = list(processors)
         if redactor is not None and chain:
@@ -465,16 +467,18 @@ def setup_tracing(
             existing.add_span_processor(processor)
         return TracingSetup(existing, stats, None, uses_global=True)
 
+    kinds: list[Any] = [exporter] if exporter is not None else (exporters_from_env() or [])
+    if not kinds:
+        kinds = [DEFAULT_EXPORTER]
     resource = make_resource(service_name, resource_attributes, default_service_name)
+    if "otlp" in kinds:  # an OpenInference viewer files the traces under the service's name
+        resource = with_project(resource)
     provider = TracerProvider(resource=resource)
     if sdk_disabled():
         stats.destination = "nowhere (OTEL_SDK_DISABLED=true)"
         return TracingSetup(provider, stats, None)
     provider.add_span_processor(_EndCounter(stats))
 
-    kinds: list[Any] = [exporter] if exporter is not None else (exporters_from_env() or [])
-    if not kinds:
-        kinds = [DEFAULT_EXPORTER]
     memory: InMemorySpanExporter | None = None
     inners: list[SpanExporter] = []
     destinations: list[str] = []

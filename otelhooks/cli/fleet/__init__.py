@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .engines import FleetError, find_engines
-from .supervisor import Fleet, default_run_dir
+from .supervisor import STATE_FILE, Fleet, check_port_map, default_run_dir
 from .topology import DEFAULT_BASE_PORT, HOST, Shape, plan, plan_ports
 
 
@@ -36,7 +36,14 @@ def add_parser(sub: Any) -> None:
     )
     fleet.add_argument("--dir", help=f"its run folder (default {default_run_dir()})")
     actions = fleet.add_subparsers(dest="action", required=True)
-    up = actions.add_parser("up", help="start the fleet and print its endpoints as JSON")
+    up = actions.add_parser(
+        "up",
+        help="start the fleet and print its endpoints as JSON",
+        description="Start Kafka, Cassandra, the ingesters, the query service and the gateways "
+        "on loopback, wait until each answers, and print the endpoints as one JSON object. A "
+        "taken port refuses the start before anything is made; a failure later stops what had "
+        "started (fleet down --purge removes what is left).",
+    )
     up.add_argument("--gateways", type=int, default=2, help="gateway collectors (default 2)")
     up.add_argument("--ingesters", type=int, default=2, help="ingesters (default 2)")
     up.add_argument(
@@ -56,9 +63,24 @@ def add_parser(sub: Any) -> None:
     up.add_argument(
         "--install", action="store_true", help="install the engines first (from a checkout)"
     )
-    actions.add_parser("status", help="each component's pid and health, as JSON")
-    down = actions.add_parser("down", help="stop what `fleet up` started")
-    down.add_argument("--purge", action="store_true", help="delete the run folder's data too")
+    actions.add_parser(
+        "status",
+        help="each component's pid and health, as JSON",
+        description="Print the fleet's endpoints, its shape (the topic's partitions as Kafka "
+        "describes them) and each component's pid, whether it runs, whether it answers its "
+        "health check, and its log, as one JSON object; exit 1 unless every component is "
+        "healthy.",
+    )
+    down = actions.add_parser(
+        "down",
+        help="stop what `fleet up` started",
+        description="Stop the processes `fleet up` recorded in the run folder (the gateways "
+        "first, Kafka last; a process whose pid was reused is left alone) and print what was "
+        "stopped as JSON. --purge deletes the run folder too: its data, logs and configs.",
+    )
+    down.add_argument(
+        "--purge", action="store_true", help="delete the run folder (data, logs, configs) too"
+    )
 
 
 def _overrides(values: list[str]) -> dict[str, int]:
@@ -99,13 +121,22 @@ def start_fleet(
         raise FleetError(f"a fleet is already running in {run}: otelhooks fleet status / down")
     engines = find_engines(install)
     ports = plan_ports(shape, base, overrides)
+    check_port_map(ports)  # a taken port refuses the start before anything is made
     run.mkdir(parents=True, exist_ok=True)
-    fleet = Fleet(run, plan(run, engines, shape, ports))
+    fleet = Fleet(run)
     fleet.info = {"shape": vars(shape)}
+    fleet.save()  # recorded first: `fleet down --purge` removes whatever this start leaves
+    fleet.components = plan(run, engines, shape, ports)
+    fleet.save()
     fleet.up(engines, shape)
+    fleet.info["shape"] = {**vars(shape), "partitions": fleet.partitions}
     fleet.info.update(endpoints(fleet))
     fleet.save()
     return fleet
+
+
+def _empty_folder(folder: Path) -> bool:
+    return folder.is_dir() and not (folder / STATE_FILE).exists() and not any(folder.iterdir())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,6 +146,10 @@ def run(args: argparse.Namespace) -> int:
             shape = Shape(args.gateways, args.ingesters, args.sampling, args.decision_wait)
             fleet = start_fleet(folder, shape, args.base_port, _overrides(args.port), args.install)
             print(json.dumps(endpoints(fleet)))
+            return 0
+        if args.action == "down" and args.purge and _empty_folder(folder):
+            folder.rmdir()  # what a start refused before it recorded anything may leave
+            print(json.dumps({"stopped": [], "purged": True}))
             return 0
         fleet = Fleet.load(folder)
         if args.action == "status":

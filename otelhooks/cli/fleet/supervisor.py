@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -43,12 +44,17 @@ def port_free(port: int) -> bool:
 def check_ports(components: Iterable[Component]) -> None:
     """A :class:`FleetError` naming the first port of ``components`` that something holds."""
     for component in components:
-        for name, port in component.ports.items():
-            if not port_free(port):
-                raise FleetError(
-                    f"port {port} ({name}) is in use: stop what holds it, or give "
-                    f"--port {name}=N (or --base-port)"
-                )
+        check_port_map(component.ports)
+
+
+def check_port_map(ports: Mapping[str, int]) -> None:
+    """A :class:`FleetError` naming the first of ``ports`` (by name) that something holds."""
+    for name, port in ports.items():
+        if not port_free(port):
+            raise FleetError(
+                f"port {port} ({name}) is in use: stop what holds it, or give "
+                f"--port {name}=N (or --base-port)"
+            )
 
 
 def accepts(port: int) -> bool:
@@ -106,6 +112,7 @@ class Fleet:
         self.processes: dict[str, subprocess.Popen[bytes]] = {}
         self.pids: dict[str, tuple[int, str | None]] = {}
         self.info: dict[str, Any] = {}
+        self.partitions = 0  # the topic's partitions, as Kafka describes them once it is up
 
     # -- state ---------------------------------------------------------------------------
     @property
@@ -238,6 +245,7 @@ class Fleet:
             self.start("cassandra")
             self.wait_healthy("kafka")
             self._create_topic(engines, shape.topic_partitions)
+            self.partitions = self._topic_partitions(engines)
             self.wait_healthy("cassandra")
             ingesters = [n for n in self.components if n.startswith("ingester-")]
             self.start(ingesters[0])  # the first one creates the keyspace
@@ -279,18 +287,21 @@ class Fleet:
         return report
 
     # -- Kafka's storage and topic --------------------------------------------------------
-    def _kafka_tool(self, engines: Engines, main: str, *args: str) -> None:
+    def _kafka_tool(self, engines: Engines, main: str, *args: str) -> str:
+        """Run one of Kafka's tools; its output goes to Kafka's log and is returned."""
         log = self.components["kafka"].log
+        done = subprocess.run(
+            [str(engines.java), "-cp", f"{engines.kafka_lib}/*", main, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+        )
         with open(log, "ab") as out:
-            done = subprocess.run(
-                [str(engines.java), "-cp", f"{engines.kafka_lib}/*", main, *args],
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                timeout=120,
-            )
+            out.write(done.stdout)
         if done.returncode != 0:
             raise FleetError(f"kafka: {main} {args[0]} failed; its log: {log} ({_tail(log)})")
+        return done.stdout.decode(errors="replace")
 
     def _format_kafka(self, engines: Engines) -> None:
         data = Path(self.components["kafka"].data[0])
@@ -308,6 +319,24 @@ class Fleet:
             config,
             "--standalone",
         )
+
+    def _topic_partitions(self, engines: Engines) -> int:
+        """The partitions the spans' topic has, as Kafka describes it (a topic kept from an
+        earlier run keeps its own count)."""
+        broker = f"{HOST}:{self.components['kafka'].tcp_port}"
+        text = self._kafka_tool(
+            engines,
+            "org.apache.kafka.tools.TopicCommand",
+            "--describe",
+            "--bootstrap-server",
+            broker,
+            "--topic",
+            TOPIC,
+        )
+        found = re.search(r"PartitionCount:\s*(\d+)", text)
+        if found is None:
+            raise FleetError(f"kafka: the topic {TOPIC} has no partition count: {text[:200]}")
+        return int(found.group(1))
 
     def _create_topic(self, engines: Engines, partitions: int) -> None:
         broker = f"{HOST}:{self.components['kafka'].tcp_port}"
