@@ -177,7 +177,7 @@ BAD = [
         "have the same prefix 'p'",
     ),
     ('[[upstream]]\nname = "a"\ncommand = ["x"]\nroots = ["https://x/"]\n', 4, "not a directory"),
-    ('[proxy]\nmax_sessions = 0\n', 2, "max_sessions must be an integer >= 1"),
+    ("[proxy]\nmax_sessions = 0\n", 2, "max_sessions must be an integer >= 1"),
     (
         '[auth]\ntokens = "t.toml"\n[[identity]]\nname = "x"\nallow = ["a"]\n',
         5,

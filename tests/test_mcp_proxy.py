@@ -40,6 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ("--pass-env", "FAULT_SERVER_RECORD")  # the fault server's record file, passed on
 
 
+def RECORD_ENV(record: Path) -> dict[str, str]:
+    return {"FAULT_SERVER_RECORD": str(record)}
+
+
 def proxy_params(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
     """The proxy as a host launches it: ``python -m otelhooks mcp proxy ...`` over stdio."""
     return StdioServerParameters(
@@ -123,7 +127,12 @@ async def test_blocked_calls_never_reach_the_server_and_secrets_never_reach_the_
 ) -> None:
     policy = write_policy(tmp_path / "policy.toml", '[tools]\ndeny = ["echo"]\n')
     params = proxy_params(
-        "--policy", str(policy), *RECORDED, "--", *fault_command(), env={"FAULT_SERVER_RECORD": str(record)}
+        "--policy",
+        str(policy),
+        *RECORDED,
+        "--",
+        *fault_command(),
+        env=RECORD_ENV(record),
     )
     async with Client(params) as host:
         with pytest.raises(MCPError, match="Unknown tool: 'echo'"):
@@ -167,7 +176,7 @@ async def test_log_level_applies_to_the_per_call_events(
 
 
 async def test_content_progress_and_cancellation_pass_through(record: Path) -> None:
-    params = proxy_params(*RECORDED, "--", *fault_command(), env={"FAULT_SERVER_RECORD": str(record)})
+    params = proxy_params(*RECORDED, "--", *fault_command(), env=RECORD_ENV(record))
     progress: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
@@ -329,9 +338,7 @@ async def proxy(
         _otel._tracer, "inner", otelhooks_tracing.provider.get_tracer("mcp-python-sdk")
     )
     policy = parse_policy('[tools]\ndeny = ["crash"]\n')
-    upstream = UpstreamConfig(
-        "fault", tuple(fault_command()), env={"FAULT_SERVER_RECORD": str(record)}
-    )
+    upstream = UpstreamConfig("fault", tuple(fault_command()), env=RECORD_ENV(record))
     async with MCPProxy(policy, [upstream], tracer_provider=otelhooks_tracing.provider) as p:
         yield p
 
@@ -396,7 +403,12 @@ async def test_the_relay_cancels_a_timed_out_call_upstream_and_restarts_a_dead_s
 ) -> None:
     policy = write_policy(tmp_path / "policy.toml", "[tools]\ntimeouts = { hang = 1 }\n")
     params = proxy_params(
-        "--policy", str(policy), *RECORDED, "--", *fault_command(), env={"FAULT_SERVER_RECORD": str(record)}
+        "--policy",
+        str(policy),
+        *RECORDED,
+        "--",
+        *fault_command(),
+        env=RECORD_ENV(record),
     )
     async with Client(params) as host:
         hung = await host.call_tool("hang", {})
@@ -417,7 +429,12 @@ async def test_the_relay_reviews_a_changed_tool_against_its_pin_and_holds_it_bac
         tmp_path / "policy.toml", f'[pinning]\nfile = "{tmp_path / "pins.json"}"\n'
     )
     params = proxy_params(
-        "--policy", str(policy), *RECORDED, "--", *fault_command(), env={"FAULT_SERVER_RECORD": str(record)}
+        "--policy",
+        str(policy),
+        *RECORDED,
+        "--",
+        *fault_command(),
+        env=RECORD_ENV(record),
     )
     async with Client(params) as host:
         assert text_of(await host.call_tool("echo", {"text": "pinned"})) == "pinned"

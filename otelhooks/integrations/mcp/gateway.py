@@ -60,6 +60,7 @@ from .policy import ProxyPolicy, UpstreamConfig
 from .upstreams import UpstreamSet
 
 logger = logging.getLogger("otelhooks.mcp.proxy")
+_events = structlog.get_logger("otelhooks.mcp")
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -427,10 +428,18 @@ class Gateway:
         return None
 
     async def refuse(
-        self, caller: Caller, method: str, target: str | None, refused: Refused, why: str
+        self,
+        caller: Caller,
+        method: str,
+        target: str | None,
+        refused: Refused,
+        why: str,
+        *,
+        hook: str = "gateway",
     ) -> None:
         """Record a refused request: on the current span (the request's), and in the audit
-        log (``why`` is for them, never for the caller)."""
+        log (``why`` is for them, never for the caller; ``hook`` names what decided). A
+        ``tools/call`` is logged under the tool it named."""
         span = trace.get_current_span()
         if span.is_recording():
             span.set_attributes(
@@ -442,21 +451,30 @@ class Gateway:
                 }
             )
             span.set_status(StatusCode.ERROR, refused.message)
+        _events.warning(
+            "request.refused",
+            method=method,
+            target=target,
+            reason=why,
+            code=refused.code,
+            **self.log_fields(caller.identity),
+        )
         if self.audit is None:
             return
-        arguments = {"target": target} if target is not None else {}
+        named = target if method == "tools/call" and target is not None else method
+        arguments = {"target": target} if target is not None and named == method else {}
         record = ToolCallRecord(
-            tool_call=ToolCall(uuid.uuid4().hex, method, arguments),
-            tool_name=method,
+            tool_call=ToolCall(uuid.uuid4().hex, named, arguments),
+            tool_name=named,
             result=ToolResult(
                 tool_call_id="",
-                tool_name=method,
+                tool_name=named,
                 content=refused.message,
                 details=None,
                 is_error=True,
             ),
             decision="block",
-            deciding_hook="gateway",
+            deciding_hook=hook,
             block_reason=why,
             arguments_rewritten=False,
             error_type=str(refused.code),

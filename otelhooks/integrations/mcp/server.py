@@ -43,7 +43,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
 from pydantic import BaseModel
 
-from ...core import DEFAULT_TOOL_TIMEOUT, ToolExecutor, ToolRegistry
+from ...core import DEFAULT_TOOL_TIMEOUT
 from .access import Caller, Grant
 from .auth import LOCAL_STDIO, LOOPBACK, Identity
 from .client import MCPServerTools, progress_to
@@ -54,6 +54,7 @@ from .gateway import (
     ProxyStartError,
     Refused,
     call_tool_result,
+    unknown_tool,
     upstream_of,
 )
 from .session_trace import SessionTraces
@@ -130,9 +131,6 @@ class SDKServer:
         self.base: UpstreamSet | None = None
         self.one_host = False  # stdio: the only host may have the connections made at start
         self.result_limit: int | None = None
-        self.nowhere = ToolExecutor(
-            ToolRegistry(), gateway.hooks, recorder=gateway.recorder, tool_timeout=None
-        )
         self._capabilities: list[mcp_types.ServerCapabilities] = []
         self._subscribed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
         self._grants: weakref.WeakKeyDictionary[Any, Grant] = weakref.WeakKeyDictionary()
@@ -416,37 +414,32 @@ class SDKServer:
         links = [link] if link is not None else None
         run_id = self._run_id(connection)
         if not caller.grant.may("tools"):  # no upstream for a caller that may call nothing
-            answer = await self.gateway.call_tool(
-                caller,
-                self.nowhere,
-                params.name,
-                params.arguments,
-                call_id=call_id,
-                run_id=run_id,
-                links=links,
+            refused = unknown_tool(params.name)
+            await self.gateway.refuse(
+                caller, "tools/call", params.name, refused, "may call no tool", hook="identity"
             )
-        else:
-            uset = await self.set_for(ctx, caller)
-            caller.upstream = upstream_of(uset, params.name)
-            caller.upstream_set = uset.key
+            raise MCPError(refused.code, refused.message)
+        uset = await self.set_for(ctx, caller)
+        caller.upstream = upstream_of(uset, params.name)
+        caller.upstream_set = uset.key
 
-            async def forward_progress(done: float, total: float | None, text: str | None) -> None:
-                try:
-                    await ctx.session.report_progress(done, total, text)
-                except Exception:  # the host went away: the call goes on
-                    logger.debug("progress not delivered to the host", exc_info=True)
+        async def forward_progress(done: float, total: float | None, text: str | None) -> None:
+            try:
+                await ctx.session.report_progress(done, total, text)
+            except Exception:  # the host went away: the call goes on
+                logger.debug("progress not delivered to the host", exc_info=True)
 
-            with uset.route.serving(ctx.session, ctx.request_id), progress_to(forward_progress):
-                async with uset.using():
-                    answer = await self.gateway.call_tool(
-                        caller,
-                        uset.executor,
-                        params.name,
-                        params.arguments,
-                        call_id=call_id,
-                        run_id=run_id,
-                        links=links,
-                    )
+        with uset.route.serving(ctx.session, ctx.request_id), progress_to(forward_progress):
+            async with uset.using():
+                answer = await self.gateway.call_tool(
+                    caller,
+                    uset.executor,
+                    params.name,
+                    params.arguments,
+                    call_id=call_id,
+                    run_id=run_id,
+                    links=links,
+                )
         if answer.error is not None:
             raise MCPError(answer.error.code, answer.error.message)
         assert answer.result is not None
