@@ -239,6 +239,7 @@ class MCPProxy:
             )
         server = self.sdk.server()
         server.middleware.append(self._take_reservation)
+        self.sdk.release_base()  # checked and pinned; every host gets upstreams of its own
         return http_app(
             server,
             path=path,

@@ -60,6 +60,7 @@ from .gateway import (
 from .session_trace import SessionTraces
 from .upstreams import (
     ROOTS_TIMEOUT,
+    START_GRACE,
     Callbacks,
     HostProfile,
     HostRoute,
@@ -160,6 +161,13 @@ class SDKServer:
         self.gateway.review(base)
         self.gateway.check_policy(t.name for t in base.registry)
 
+    def release_base(self) -> None:
+        """Stop the upstream sessions made at start (a shared listener owns none: each host
+        gets its own)."""
+        base, self.base = self.base, None
+        if base is not None:
+            self.pool.close_soon(base)
+
     async def close(self) -> None:
         """Stop every upstream session."""
         await self.pool.close()
@@ -203,7 +211,7 @@ class SDKServer:
         chosen = self._new_set(profile, identity, route)
         logger.info("opening upstream sessions for a host declaring %s", profile.describe())
         try:
-            await chosen.start()
+            await chosen.start(grace=START_GRACE)
         except RuntimeError as exc:
             await chosen.close()
             raise MCPError(mcp_types.INTERNAL_ERROR, f"otelhooks proxy: {exc}") from None

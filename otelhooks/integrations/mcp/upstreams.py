@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -56,6 +57,8 @@ logger = logging.getLogger("otelhooks.mcp.proxy")
 ROOTS_TIMEOUT: Final = 10.0
 """Seconds a host has to answer the roots an upstream asks for, before the configured ones."""
 RETRY_AFTER: Final = (1.0, 2.0, 5.0, 15.0, 30.0, 60.0)
+START_GRACE: Final = 2.0
+"""Seconds a host's new session waits for its other upstreams once one is up."""
 """Seconds between attempts to start an upstream that is down (the last repeats)."""
 
 
@@ -223,6 +226,7 @@ class UpstreamSet:
         self.listen = ListenHandler(self.bus)
         self.closed = False
         self._retrying: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Future[Any]] = set()
 
     def _asker(self, config: UpstreamConfig) -> Callable[[str], Callable[..., Awaitable[Any]]]:
         def ask(what: str) -> Callable[..., Awaitable[Any]]:
@@ -245,22 +249,64 @@ class UpstreamSet:
 
     # -- life --------------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, grace: float | None = None) -> None:
         """Connect every upstream and register its tools; one that fails is logged and tried
-        again later, in the background. Raises ``RuntimeError`` when none started."""
+        again later, in the background. Raises ``RuntimeError`` when none started.
+
+        With ``grace``, an upstream still starting ``grace`` seconds after another is up is
+        left to finish in the background (its tools appear when it does, a list change):
+        one upstream that hangs on start does not hold up a host's session."""
         servers = list(self.servers.values())
-        outcomes = await asyncio.gather(*(s.connect() for s in servers), return_exceptions=True)
-        for server, outcome in zip(servers, outcomes, strict=True):
-            if isinstance(outcome, BaseException):
-                logger.error("upstream %r did not start: %s", server.name, outcome)
-                self.down[server.name] = (1, time.monotonic() + RETRY_AFTER[0])
-            else:
-                self._register(server)
+        tasks = {asyncio.ensure_future(s.connect()): s for s in servers}
+        pending = set(tasks)
+        deadline: float | None = None
+        while pending:
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done, pending = await asyncio.wait(
+                pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in done:
+                self._started(tasks[task], task)
+            if (
+                grace is not None
+                and deadline is None
+                and len(self.down) < len(servers) - len(pending)
+            ):
+                deadline = time.monotonic() + grace  # one is up: the others get ``grace``
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        for task in pending:
+            server = tasks[task]
+            logger.warning(
+                "upstream %r is still starting; its tools come when it is up", server.name
+            )
+            self._background.add(task)
+            task.add_done_callback(functools.partial(self._late, server))
+        if pending:
+            return
         if len(self.down) == len(servers):
-            failures = [str(o) for o in outcomes if isinstance(o, BaseException)]
+            failures = [str(t.exception()) for t in tasks if not t.cancelled() and t.exception()]
             raise RuntimeError(
                 "no upstream MCP server started: " + "; ".join(f[:300] for f in failures)
             )
+
+    def _started(self, server: MCPServerTools, task: asyncio.Future[None]) -> bool:
+        failure = task.exception() if not task.cancelled() else asyncio.CancelledError()
+        if failure is not None:
+            logger.error("upstream %r did not start: %s", server.name, failure)
+            self.down[server.name] = (1, time.monotonic() + RETRY_AFTER[0])
+            return False
+        self._register(server)
+        return True
+
+    def _late(self, server: MCPServerTools, task: asyncio.Future[None]) -> None:
+        self._background.discard(task)
+        if self.closed:
+            return
+        if self._started(server, task):
+            changed = asyncio.ensure_future(self.callbacks.tools_changed(self, server))
+            self._background.add(changed)
+            changed.add_done_callback(self._background.discard)
 
     def _register(self, server: MCPServerTools) -> None:
         """The upstream's tools in the set's registry; a served name another upstream has
@@ -318,6 +364,8 @@ class UpstreamSet:
         self.closed = True
         if self._retrying is not None:
             self._retrying.cancel()
+        for task in list(self._background):
+            task.cancel()
         self.listen.close()
         await asyncio.gather(*(s.close() for s in self.servers.values()), return_exceptions=True)
 
@@ -436,7 +484,7 @@ class UpstreamPool:
         finally:
             self._opening.pop(key, None)
         if key not in self._owners:  # released while it opened: its owner is gone
-            self._close_soon(opened)
+            self.close_soon(opened)
             raise SessionLimit("the session ended while its upstreams started")
         self.sets[key] = opened
         self._watch()
@@ -448,9 +496,9 @@ class UpstreamPool:
         self._owners.pop(key, None)
         uset = self.sets.pop(key, None)
         if uset is not None:
-            self._close_soon(uset)
+            self.close_soon(uset)
 
-    def _close_soon(self, uset: UpstreamSet) -> None:
+    def close_soon(self, uset: UpstreamSet) -> None:
         try:
             task = asyncio.get_running_loop().create_task(uset.close())
         except RuntimeError:  # no loop any more: the proxy is gone, and its processes with it
