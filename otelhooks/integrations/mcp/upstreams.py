@@ -57,6 +57,8 @@ logger = logging.getLogger("otelhooks.mcp.proxy")
 ROOTS_TIMEOUT: Final = 10.0
 """Seconds a host has to answer the roots an upstream asks for, before the configured ones."""
 RETRY_AFTER: Final = (1.0, 2.0, 5.0, 15.0, 30.0, 60.0)
+MAX_STARTING: Final = 4
+"""Upstream sets started at once (the others wait their turn, not their start timeout)."""
 START_GRACE: Final = 2.0
 """Seconds a host's new session waits for its other upstreams once one is up."""
 """Seconds between attempts to start an upstream that is down (the last repeats)."""
@@ -257,7 +259,21 @@ class UpstreamSet:
         left to finish in the background (its tools appear when it does, a list change):
         one upstream that hangs on start does not hold up a host's session."""
         servers = list(self.servers.values())
-        tasks = {asyncio.ensure_future(s.connect()): s for s in servers}
+        tasks: dict[asyncio.Future[None], MCPServerTools] = {
+            asyncio.ensure_future(s.connect()): s for s in servers
+        }
+        try:
+            await self._await_started(tasks, grace)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+    async def _await_started(
+        self, tasks: dict[asyncio.Future[None], MCPServerTools], grace: float | None
+    ) -> None:
+        servers = list(self.servers.values())
         pending = set(tasks)
         deadline: float | None = None
         while pending:
@@ -430,6 +446,7 @@ class UpstreamPool:
         self._opening: dict[Any, asyncio.Future[UpstreamSet]] = {}
         self._closing: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None
+        self._starting = asyncio.Semaphore(MAX_STARTING)
 
     def count(self, identity: str | None = None) -> int:
         """Sets reserved, being opened or open (for ``identity`` when given)."""
@@ -477,7 +494,8 @@ class UpstreamPool:
         self, key: Any, profile: HostProfile, identity: str | None, route: HostRoute
     ) -> UpstreamSet:
         try:
-            opened = await self.opener(profile, identity, route)
+            async with self._starting:  # a burst of new sessions starts a few at a time
+                opened = await self.opener(profile, identity, route)
         except BaseException:
             self._owners.pop(key, None)
             raise
