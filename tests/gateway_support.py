@@ -227,3 +227,21 @@ async def wait_until(check: Any, timeout: float, interval: float = 0.1) -> bool:
         if time.monotonic() > deadline:
             return False
         await asyncio.sleep(interval)
+
+
+def wait_for_port(port: int, timeout: float = 60) -> None:
+    """Return once something listens on ``port`` of loopback (or ``timeout`` passed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port)):
+                return
+        except OSError:
+            time.sleep(0.1)
+
+
+async def opened_session(http: httpx.AsyncClient, url: str, token: str) -> dict[str, str]:
+    """The headers of a handshake-era session opened with a raw ``initialize``."""
+    headers = {**MCP_HEADERS, "authorization": f"Bearer {token}"}
+    opened = await http.post(url, json=INITIALIZE, headers=headers)
+    return {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}

@@ -39,6 +39,8 @@ from .gateway_support import (
     free_port,
     gateway,
     host,
+    opened_session,
+    wait_for_port,
     wait_until,
 )
 from .mcp_support import (
@@ -341,9 +343,7 @@ async def test_any_other_method_is_method_not_found(team: Team, tmp_path: Path) 
     policy = upstream("time", time_command()) + common(team, TIME_RULES)
     admin = team.token("admin", ("admins",))
     async with gateway(policy, tmp_path) as gw, httpx.AsyncClient(timeout=30) as http:
-        headers = {**MCP_HEADERS, "authorization": f"Bearer {admin}"}
-        opened = await http.post(gw.url, json=INITIALIZE, headers=headers)
-        session = {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
+        session = await opened_session(http, gw.url, admin)
         await http.post(
             gw.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session
         )
@@ -645,11 +645,7 @@ def test_sigterm_ends_the_http_gateway_without_a_traceback(tmp_path: Path) -> No
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
-                break
-            time.sleep(0.1)
+        wait_for_port(port)
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=30)
     finally:
@@ -691,12 +687,11 @@ async def test_a_get_resuming_a_stream_is_not_a_server_error(team: Team, tmp_pat
     policy = upstream("time", time_command()) + common(team, TIME_RULES)
     admin = team.token("admin", ("admins",))
     async with gateway(policy, tmp_path) as gw, httpx.AsyncClient(timeout=10) as http:
-        headers = {**MCP_HEADERS, "authorization": f"Bearer {admin}"}
-        opened = await http.post(gw.url, json=INITIALIZE, headers=headers)
+        opened = await opened_session(http, gw.url, admin)
         session = {
             "authorization": f"Bearer {admin}",
             "accept": "text/event-stream",
-            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-session-id": opened["mcp-session-id"],
             "last-event-id": "0",
         }
         async with http.stream("GET", gw.url, headers=session) as resumed:

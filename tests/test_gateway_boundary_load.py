@@ -11,10 +11,8 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +22,7 @@ import pytest
 from otelhooks.builtin.audit import verify_audit_log
 from otelhooks.integrations.mcp.auth import add_token
 
-from .gateway_support import free_port, gateway, host
+from .gateway_support import free_port, gateway, host, wait_for_port
 from .mcp_support import fault_command
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,11 +39,7 @@ def fault_server() -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
-                break
-            time.sleep(0.1)
+        wait_for_port(port)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.kill()
@@ -135,11 +129,7 @@ def test_a_gateway_killed_under_load_has_audited_every_call_it_answered(tmp_path
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port)):
-                break
-            time.sleep(0.1)
+        wait_for_port(port)
         answered = asyncio.run(
             _load_then_kill(f"http://127.0.0.1:{port}/mcp", keys, gateway_process)
         )
