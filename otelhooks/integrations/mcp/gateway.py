@@ -108,6 +108,7 @@ class Refused(Exception):
         self.message = message
 
     def error(self) -> mcp_types.ErrorData:
+        """The refusal as the ``mcp`` SDK's error data."""
         return mcp_types.ErrorData(code=self.code, message=self.message)
 
 
@@ -121,10 +122,12 @@ class ToolAnswer:
 
 
 def method_not_found(method: str) -> Refused:
+    """``-32601`` for ``method``: one the proxy does not serve, or not to this caller."""
     return Refused(mcp_types.METHOD_NOT_FOUND, f"Method not found: {method[:100]}")
 
 
 def unknown_tool(name: str) -> Refused:
+    """The answer to a call of a tool that does not exist, or that the caller may not see."""
     return Refused(mcp_types.INVALID_PARAMS, f"Unknown tool: {name[:100]!r}")
 
 
@@ -142,6 +145,7 @@ class GroupCommit:
         self._lock = threading.Lock()
 
     async def sync(self) -> None:
+        """Return once what was written before the call is on disk."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         self._waiters.append((self._started + 1, future))
@@ -180,6 +184,7 @@ class GroupCommit:
             self._next(loop)
 
     def close(self) -> None:
+        """Let go of the file (later ``sync`` calls do nothing)."""
         with self._lock:
             if self._fd >= 0:
                 os.close(self._fd)

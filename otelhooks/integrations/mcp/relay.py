@@ -196,6 +196,9 @@ class UpstreamProcess:
                 continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)  # what the server left running
+        transport = getattr(process, "_transport", None)
+        if transport is not None:  # closed now, not when collected after its loop is gone
+            transport.close()
 
 
 class StdioRelay:

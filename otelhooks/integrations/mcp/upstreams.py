@@ -101,7 +101,8 @@ class HostProfile:
 class HostChannel(Protocol):
     """A host session the proxy can send a request to (the ``mcp`` SDK's server session)."""
 
-    async def send_request(self, request: Any, result_type: Any, **options: Any) -> Any: ...
+    async def send_request(self, request: Any, result_type: Any, **options: Any) -> Any:
+        """Send ``request`` to the host and return its result as ``result_type``."""
 
 
 @dataclass(slots=True)
@@ -517,6 +518,7 @@ class UpstreamPool:
             self.close_soon(uset)
 
     def close_soon(self, uset: UpstreamSet) -> None:
+        """Close ``uset`` in the background (held until done)."""
         try:
             task = asyncio.get_running_loop().create_task(uset.close())
         except RuntimeError:  # no loop any more: the proxy is gone, and its processes with it
