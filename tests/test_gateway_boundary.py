@@ -55,7 +55,12 @@ ROOT = Path(__file__).resolve().parent.parent
 EVERYTHING = "mcp-server-everything"
 TIME = "mcp-server-time"
 
-pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning"),
+    # the SDK's stdio client leaves a stopped server's subprocess transport to the garbage
+    # collector, which may run after that test's event loop has closed
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
 
 
 def text_of(result: mcp_types.CallToolResult) -> str:
@@ -212,11 +217,7 @@ async def wide_wait(client: Client, marker: str) -> bool:
 async def test_elicitation_goes_only_to_the_session_whose_upstream_asked(
     team: Team, tmp_path: Path
 ) -> None:
-    policy = (
-        upstream("fault", fault_command(), 'mode = "legacy"')
-        + upstream("time", time_command(), 'prefix = "time"')
-        + common(team)
-    )
+    policy = upstream("fault", fault_command(), 'mode = "legacy"') + common(team)
     asked: dict[str, list[str]] = {"alice": [], "bob": []}
 
     def answering(who: str) -> Any:
@@ -487,12 +488,12 @@ async def test_a_deleted_sessions_processes_are_gone_within_60_s(
     async with gateway(policy, tmp_path) as gw:
         assert await wait_until(lambda: len(descendants(TIME)) == 0, 30)  # the start's gone
         async with contextlib.AsyncExitStack() as stack:
-            for _ in range(3):
+            for _ in range(2):
                 client = await stack.enter_async_context(
                     host(gw.url, team.token("admin", ("admins",)), mode="legacy")
                 )
                 await client.call_tool("get_current_time", {"timezone": "UTC"})
-            assert len(descendants(TIME)) == 3  # each host session its own
+            assert len(descendants(TIME)) == 2  # each host session its own
         # the clients' exits sent DELETE: every process goes (60 s is the promise)
         gone = await wait_until(lambda: not descendants(TIME), 60)
     assert gone, descendants(TIME)
@@ -610,7 +611,7 @@ async def test_a_dead_upstream_never_makes_a_listing_wait_for_its_start_timeout(
     )
     durations = []
     async with gateway(policy, tmp_path) as gw:
-        for _ in range(3):  # three host sessions: three upstream sessions started
+        for _ in range(2):  # two host sessions: two upstream sessions started
             async with host(gw.url, team.token("admin", ("admins",)), mode="legacy") as h:
                 started = time.monotonic()
                 names = {t.name for t in (await h.list_tools()).tools}

@@ -84,7 +84,7 @@ def audited(path: Path) -> dict[str, list[dict[str, Any]]]:
 
 async def test_fifty_authenticated_clients_get_every_answer_audited_once(tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.toml"
-    clients, calls = 50, 4
+    clients, calls = 50, 3
     keys = {f"dev{i:02d}": add_token(tokens, f"dev{i:02d}", scopes=["mcp"], groups=["team"])
             for i in range(clients)}  # fmt: skip
     answered: dict[str, int] = collections.Counter()
@@ -167,7 +167,7 @@ async def _load_then_kill(
 
     async def killer() -> None:
         for _ in range(600):
-            if sum(answered.values()) >= 300:
+            if sum(answered.values()) >= 150:
                 break
             await asyncio.sleep(0.05)
         os.kill(process.pid, signal.SIGKILL)
@@ -182,4 +182,7 @@ async def _load_then_kill(
     return dict(answered)
 
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
