@@ -112,21 +112,14 @@ async def gateway(policy_text: str, tmp_path: Path, **proxy_options: Any) -> Asy
     """The proxy over Streamable HTTP on a free loopback port, in this event loop."""
     import uvicorn
 
+    from otelhooks.integrations.mcp.http import server_config
+
     port = free_port()
     policy = parse_policy(policy_text, str(tmp_path / "gateway.toml"), base=tmp_path)
     proxy = MCPProxy(policy, **proxy_options)
     await proxy.start()
     app = proxy.http_app("127.0.0.1", port)
-    # Keep-alive longer than the client's (httpx: 5 s): with equal idle limits, a request sent on
-    # a connection the server is closing at that moment fails with a ReadError under load.
-    config = uvicorn.Config(
-        app,
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        lifespan="on",
-        timeout_keep_alive=75,
-    )
+    config = server_config(app, "127.0.0.1", port, policy.http.header_timeout)
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     try:
@@ -175,3 +168,73 @@ async def raw_post(
         sent["authorization"] = f"Bearer {token}"
     async with httpx.AsyncClient(timeout=10) as client:
         return await client.post(url, json=INITIALIZE, headers=sent)
+
+
+def descendants(marker: str, root: int | None = None) -> list[int]:
+    """The live processes below ``root`` (default: this one) whose command line holds
+    ``marker`` (zombies left out)."""
+    import os
+
+    root = os.getpid() if root is None else root
+    parents: dict[int, int] = {}
+    lines: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            if fields[0] == "Z":
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                lines[int(entry)] = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+            parents[int(entry)] = int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue
+
+    def below(pid: int) -> bool:
+        seen = 0
+        while pid > 1 and seen < 64:
+            pid = parents.get(pid, 0)
+            if pid == root:
+                return True
+            seen += 1
+        return False
+
+    return sorted(p for p, line in lines.items() if marker in line and below(p))
+
+
+def environ(pid: int) -> dict[str, str]:
+    """The environment a process started with (``/proc/PID/environ``)."""
+    with open(f"/proc/{pid}/environ", "rb") as raw:
+        items = [i.decode(errors="replace") for i in raw.read().split(b"\0") if i]
+    return dict(item.partition("=")[::2] for item in items)
+
+
+async def wait_until(check: Any, timeout: float, interval: float = 0.1) -> bool:
+    """Whether ``check()`` became true within ``timeout`` seconds (polled)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if check():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(interval)
+
+
+def wait_for_port(port: int, timeout: float = 60) -> None:
+    """Return once something listens on ``port`` of loopback (or ``timeout`` passed)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port)):
+                return
+        except OSError:
+            time.sleep(0.1)
+
+
+async def opened_session(http: httpx.AsyncClient, url: str, token: str) -> dict[str, str]:
+    """The headers of a handshake-era session opened with a raw ``initialize``."""
+    headers = {**MCP_HEADERS, "authorization": f"Bearer {token}"}
+    opened = await http.post(url, json=INITIALIZE, headers=headers)
+    return {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}

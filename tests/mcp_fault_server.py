@@ -194,7 +194,14 @@ if os.environ.get("FAULT_SERVER_MANY_TOOLS"):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "--http":
+    if len(sys.argv) > 2 and sys.argv[1] == "--hang-after-first":
+        # serves once; every later start never speaks MCP (a server gone bad after a check)
+        marker = sys.argv[2]
+        if os.path.exists(marker):
+            time.sleep(3600)
+        open(marker, "w").close()
+        server.run("stdio")
+    elif len(sys.argv) > 2 and sys.argv[1] == "--http":
         server.run("streamable-http", port=int(sys.argv[2]))
     else:
         server.run("stdio")

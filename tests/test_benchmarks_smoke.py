@@ -112,3 +112,19 @@ async def test_spans_floor_records_what_an_executor_without_hooks_records() -> N
         )
     assert trees[0] == trees[1]
     assert [name for name, _, _ in trees[0]] == ["after", "before", "execute_tool echo", "run"]
+
+
+def test_the_gateway_benchmark_runs_otelhooks_sides(tmp_path: Path) -> None:
+    """Benchmark 15 with small counts and otelhooks' sides only (peers are installed and run
+    by a full ``run.py``)."""
+    out = tmp_path / "gateway.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--only", "gateway",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    results = json.loads(out.read_text())["gateway"]
+    assert set(results["latency"]) == {"direct", "floor", "otelhooks", "relay", "bare relay"}
+    assert all(value > 0 for value in results["ratios"].values())
+    assert all(f["calls_per_s"] > 0 for f in results["load"].values())

@@ -14,6 +14,7 @@ from typing import Any
 import mcp.types as mcp_types
 import pytest
 import structlog
+from mcp.shared.exceptions import MCPError
 
 from otelhooks.builtin.audit import verify_audit_log
 from otelhooks.telemetry.testing import InMemoryTracing
@@ -47,10 +48,12 @@ required_scopes = ["mcp"]
 [[identity]]
 name = "admins"
 groups = ["admins"]
+tools = ["*"]
 
 [[identity]]
 name = "readers"
 subjects = ["bob"]
+tools = ["*"]
 deny = ["convert_time"]
 
 [audit]
@@ -163,20 +166,25 @@ async def test_each_identity_sees_and_calls_what_its_rule_allows_and_every_call_
             allowed = await a.call_tool("convert_time", convert)
         async with host(gw.url, bob, mode="legacy") as b:  # the handshake era: a session
             assert {t.name for t in (await b.list_tools()).tools} == {"get_current_time"}
-            denied = await b.call_tool("convert_time", convert)
+            with pytest.raises(MCPError) as denied:
+                await b.call_tool("convert_time", convert)
             fine = await b.call_tool("get_current_time", {"timezone": "UTC"})
         async with host(gw.url, carol) as c:
             assert (await c.list_tools()).tools == []
-            stranger = await c.call_tool("get_current_time", {"timezone": "UTC"})
+            with pytest.raises(MCPError) as stranger:
+                await c.call_tool("get_current_time", {"timezone": "UTC"})
     assert not allowed.is_error and "Asia/Tokyo" in text_of(allowed)
-    assert denied.is_error and "bob may not call 'convert_time'" in text_of(denied)
-    assert "identity rule 'readers'" in text_of(denied)
+    # what a caller may not call is answered as a tool that does not exist
+    assert str(denied.value) == "Unknown tool: 'convert_time'"
     assert not fine.is_error
-    assert stranger.is_error and "matches no identity rule" in text_of(stranger)
+    assert str(stranger.value) == "Unknown tool: 'get_current_time'"
 
     structlog.reset_defaults()
     completed = [e for e in events.entries if str(e["event"]).startswith("tool_call.")]
-    assert len(completed) == 4
+    refused = [e for e in events.entries if e["event"] == "request.refused"]
+    assert len(completed) == 3  # carol may call nothing: refused before any tool call
+    assert [(e["target"], e["log_level"]) for e in refused] == [("get_current_time", "warning")]
+    completed += refused
     assert all(len(e["user_hash"]) == 16 and "user_id" not in e for e in completed)
     lines = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert [(e["identity"], e["tool"], e["decision"], e["outcome"]) for e in lines] == [
@@ -186,7 +194,8 @@ async def test_each_identity_sees_and_calls_what_its_rule_allows_and_every_call_
         ("carol", "get_current_time", "block", "blocked"),
     ]
     assert [e["rule"] for e in lines] == ["admins", "readers", "readers", "identity"]
-    assert all(e["upstream"] == "time" and e["identity_via"] == "jwt" for e in lines)
+    assert all(e["identity_via"] == "jwt" for e in lines)
+    assert [e["upstream"] for e in lines] == ["time", "time", "time", None]  # carol: none started
     assert lines[0]["arguments"].startswith("sha256:") and "Asia" not in json.dumps(lines)
     assert verify_audit_log(tmp_path / "audit.jsonl").ok
 
@@ -356,40 +365,3 @@ async def test_a_result_too_large_for_an_sse_event_is_a_clear_error_or_delivered
     async with gateway(json_mode, tmp_path) as gw, host(gw.url) as h:
         delivered = await h.call_tool("read_text_file", arguments)
     assert not delivered.is_error and len(text_of(delivered)) == big.stat().st_size
-
-
-# -- under load -----------------------------------------------------------------------------
-
-
-@pytest.mark.slow
-async def test_fifty_authenticated_clients_lose_no_call_and_no_audit_line(
-    jwks: Issuer, tmp_path: Path
-) -> None:
-    import asyncio
-
-    clients, calls = 50, 100
-    policy = jwt_policy(jwks, tmp_path).replace(
-        '[[identity]]\nname = "admins"\ngroups = ["admins"]',
-        '[[identity]]\nname = "team"\ngroups = ["team"]',
-    )
-    errors: list[str] = []
-
-    async def one(index: int) -> None:
-        # A lifetime beyond the whole test: on a loaded machine it may take minutes.
-        token = jwks.token(f"dev{index:02d}", audience=RESOURCE, groups=["team"], lifetime=3600)
-        async with host(gw.url, token) as h:
-            for n in range(calls):
-                result = await h.call_tool("get_current_time", {"timezone": "UTC"})
-                if result.is_error:
-                    errors.append(f"dev{index:02d} call {n}: {text_of(result)}")
-
-    async with gateway(policy, tmp_path) as gw:
-        await asyncio.gather(*(one(i) for i in range(clients)))
-    assert errors == []
-    lines = (tmp_path / "audit.jsonl").read_text().splitlines()
-    assert len(lines) == clients * calls
-    entries = [json.loads(line) for line in lines]
-    assert {e["identity"] for e in entries} == {f"dev{i:02d}" for i in range(clients)}
-    assert all(e["outcome"] == "ok" and e["rule"] == "team" for e in entries)
-    check = verify_audit_log(tmp_path / "audit.jsonl")
-    assert check.ok and check.lines == clients * calls

@@ -152,7 +152,38 @@ BAD = [
     ),
     ('[tools]\ndeny = "x"\nallow = 3\n', 3, "allow must be a list or a string, not an integer (3)"),
     ("[proxy]\ntimeout = -1\n", 2, "timeout must be greater than 0"),
-    ("[proxy]\nprefix = 'yes'\n", 2, "prefix must be true or false"),
+    ("[proxy]\nprefix = true\n", 2, "prefix is set per upstream"),
+    ('[[upstream]]\nname = "a"\ncommand = ["x"]\ninherit_env = true\n', 4, "an allowlist"),
+    (
+        '[[upstream]]\nname = "a"\ncommand = ["x"]\nenv = { OTELHOOKS_AUDIT_KEY = "k" }\n',
+        4,
+        "may not get OTELHOOKS_AUDIT_KEY",
+    ),
+    (
+        '[[upstream]]\nname = "a"\ncommand = ["x"]\ninherit_env = ["OTEL_EXPORTER_OTLP_HEADERS"]\n',
+        4,
+        "exporter headers stay with the proxy",
+    ),
+    (
+        '[[upstream]]\nname = "a"\ncommand = ["x"]\ninherit_env = ["MY_KEY"]\n'
+        '[audit]\nfile = "a.jsonl"\nkey_env = "MY_KEY"\n',
+        1,
+        "the audit log's key",
+    ),
+    (
+        '[[upstream]]\nname = "a"\ncommand = ["x"]\nprefix = "p"\n'
+        '[[upstream]]\nname = "b"\ncommand = ["y"]\nprefix = "p"\n',
+        8,
+        "have the same prefix 'p'",
+    ),
+    ('[[upstream]]\nname = "a"\ncommand = ["x"]\nroots = ["https://x/"]\n', 4, "not a directory"),
+    ("[proxy]\nmax_sessions = 0\n", 2, "max_sessions must be an integer >= 1"),
+    (
+        '[auth]\ntokens = "t.toml"\n[[identity]]\nname = "x"\nallow = ["a"]\n',
+        5,
+        "tools = [...]",
+    ),
+    ('[auth]\ntokens = "t.toml"\n[[identity]]\nname = "x"\nprompt = ["a"]\n', 5, "'prompts'"),
     ('[[guard]]\nkind = "path"\nargument = "p"\n', 1, "a path guard needs a root"),
     (
         '[[guard]]\nkind = "glob"\nargument = "p"\n',

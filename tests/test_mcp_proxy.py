@@ -16,6 +16,7 @@ from typing import Any
 import mcp.types as mcp_types
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 from opentelemetry import propagate
 from opentelemetry.trace import StatusCode
 
@@ -36,6 +37,11 @@ from .mcp_support import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ("--pass-env", "FAULT_SERVER_RECORD")  # the fault server's record file, passed on
+
+
+def RECORD_ENV(record: Path) -> dict[str, str]:
+    return {"FAULT_SERVER_RECORD": str(record)}
 
 
 def proxy_params(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
@@ -98,11 +104,12 @@ root = {json.dumps(str(repo))}
         names = {t.name for t in (await host.list_tools()).tools}
         assert "git_status" in names and "git_log" in names
         assert not names & {"git_commit", "git_reset", "git_add"}
-        commit = await host.call_tool("git_commit", {"repo_path": str(repo), "message": "evil"})
+        with pytest.raises(MCPError, match="Unknown tool: 'git_commit'") as commit:
+            await host.call_tool("git_commit", {"repo_path": str(repo), "message": "evil"})
         outside = await host.call_tool("git_status", {"repo_path": "/etc"})
         escape = await host.call_tool("git_log", {"repo_path": f"{repo}/../.."})
         status = await host.call_tool("git_status", {"repo_path": str(repo)})
-    assert commit.is_error and "denied by policy" in text_of(commit)
+    assert "git_status" not in str(commit.value)  # a hidden tool is answered as unknown
     assert outside.is_error and "must stay under" in text_of(outside)
     assert escape.is_error and "'..'" in text_of(escape)
     assert not status.is_error and "main" in text_of(status)
@@ -120,16 +127,21 @@ async def test_blocked_calls_never_reach_the_server_and_secrets_never_reach_the_
 ) -> None:
     policy = write_policy(tmp_path / "policy.toml", '[tools]\ndeny = ["echo"]\n')
     params = proxy_params(
-        "--policy", str(policy), "--", *fault_command(), env={"FAULT_SERVER_RECORD": str(record)}
+        "--policy",
+        str(policy),
+        *RECORDED,
+        "--",
+        *fault_command(),
+        env=RECORD_ENV(record),
     )
     async with Client(params) as host:
-        blocked = await host.call_tool("echo", {"text": "should not arrive"})
+        with pytest.raises(MCPError, match="Unknown tool: 'echo'"):
+            await host.call_tool("echo", {"text": "should not arrive"})
         leak = await host.call_tool("leak", {})
         config = await host.read_resource("config://app")
         listed = await host.list_resources()
         prompts = await host.list_prompts()
         prompt = await host.get_prompt("review", {"code": "print(1)"})
-    assert blocked.is_error and "denied by policy" in text_of(blocked)
     assert not records(record, "tool", name="echo")
     assert records(record, "tool", name="leak")  # the server did answer ...
     wire = leak.model_dump_json() + config.model_dump_json()
@@ -152,10 +164,11 @@ async def test_log_level_applies_to_the_per_call_events(
     args = ("--policy", str(policy), "--log-format", "json", "--log-file", str(log))
     async with Client(proxy_params(*args, "--log-level", level, "--", *time_command())) as host:
         await host.call_tool("get_current_time", {"timezone": "UTC"})
-        await host.call_tool(
-            "convert_time",
-            {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"},
-        )
+        with pytest.raises(MCPError, match="Unknown tool"):  # denied: hidden, and refused
+            await host.call_tool(
+                "convert_time",
+                {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"},
+            )
     events = [json.loads(line)["event"] for line in log.read_text().splitlines()
               if line.startswith("{")]  # fmt: skip
     assert "tool_call.blocked" in events
@@ -163,7 +176,7 @@ async def test_log_level_applies_to_the_per_call_events(
 
 
 async def test_content_progress_and_cancellation_pass_through(record: Path) -> None:
-    params = proxy_params("--", *fault_command(), env={"FAULT_SERVER_RECORD": str(record)})
+    params = proxy_params(*RECORDED, "--", *fault_command(), env=RECORD_ENV(record))
     progress: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
@@ -192,6 +205,7 @@ async def test_a_crashed_upstream_is_an_error_result_and_the_others_keep_serving
         f"""
 [[upstream]]
 name = "time"
+prefix = "time"
 command = {toml_list(time_command())}
 
 [[upstream]]
@@ -202,10 +216,10 @@ env = {{ FAULT_SERVER_RECORD = {json.dumps(str(record))} }}
     )
     async with Client(proxy_params("--policy", str(policy))) as host:
         names = {t.name for t in (await host.list_tools()).tools}
-        assert {"time_get_current_time", "fault_crash", "fault_echo"} <= names
-        crashed = await host.call_tool("fault_crash", {})
+        assert {"time_get_current_time", "crash", "echo"} <= names  # only "time" has a prefix
+        crashed = await host.call_tool("crash", {})
         now = await host.call_tool("time_get_current_time", {"timezone": "UTC"})
-        again = await host.call_tool("fault_echo", {"text": "restarted"})
+        again = await host.call_tool("echo", {"text": "restarted"})
     assert crashed.is_error and "MCP server 'fault' is gone" in text_of(crashed)
     assert not now.is_error and json.loads(text_of(now))["timezone"] == "UTC"
     assert text_of(again) == "restarted"
@@ -324,9 +338,7 @@ async def proxy(
         _otel._tracer, "inner", otelhooks_tracing.provider.get_tracer("mcp-python-sdk")
     )
     policy = parse_policy('[tools]\ndeny = ["crash"]\n')
-    upstream = UpstreamConfig(
-        "fault", tuple(fault_command()), env={"FAULT_SERVER_RECORD": str(record)}
-    )
+    upstream = UpstreamConfig("fault", tuple(fault_command()), env=RECORD_ENV(record))
     async with MCPProxy(policy, [upstream], tracer_provider=otelhooks_tracing.provider) as p:
         yield p
 
@@ -340,8 +352,8 @@ async def test_host_proxy_and_server_are_one_trace(
             meta: dict[str, Any] = {}
             propagate.inject(meta)
             await host.call_tool("echo", {"text": "traced"}, meta=meta)  # type: ignore[arg-type]
-            blocked = await host.call_tool("crash", {}, meta=meta)  # type: ignore[arg-type]
-    assert blocked.is_error
+            with pytest.raises(MCPError, match="Unknown tool: 'crash'"):
+                await host.call_tool("crash", {}, meta=meta)  # type: ignore[arg-type]
     trace_id = turn.get_span_context().trace_id
     execute = otelhooks_tracing.find_one("execute_tool echo")
     server_span = otelhooks_tracing.find_one("tools/call echo")
@@ -355,11 +367,11 @@ async def test_host_proxy_and_server_are_one_trace(
     assert call["meta"]["traceparent"].split("-")[2] == format(run.context.span_id, "016x")  # type: ignore[union-attr]
     denied = otelhooks_tracing.find_one("execute_tool crash")
     assert otelhooks_tracing.child_names(denied) == ["before"]
-    # a block is a decision, recorded as such; the MCP server span says the host got isError
+    # a block is a decision, recorded as such; the MCP server span says the host got an error
     assert denied.attributes["otelhooks.decision"] == "block"  # type: ignore[index]
     answered = otelhooks_tracing.find_one("tools/call crash")
     assert answered.status.status_code is StatusCode.ERROR
-    assert answered.attributes["error.type"] == "tool_error"  # type: ignore[index]
+    assert answered.attributes["error.type"] == "-32602"  # type: ignore[index]
     assert not records(record, "tool", name="crash")
 
 
@@ -391,7 +403,12 @@ async def test_the_relay_cancels_a_timed_out_call_upstream_and_restarts_a_dead_s
 ) -> None:
     policy = write_policy(tmp_path / "policy.toml", "[tools]\ntimeouts = { hang = 1 }\n")
     params = proxy_params(
-        "--policy", str(policy), "--", *fault_command(), env={"FAULT_SERVER_RECORD": str(record)}
+        "--policy",
+        str(policy),
+        *RECORDED,
+        "--",
+        *fault_command(),
+        env=RECORD_ENV(record),
     )
     async with Client(params) as host:
         hung = await host.call_tool("hang", {})
@@ -412,7 +429,12 @@ async def test_the_relay_reviews_a_changed_tool_against_its_pin_and_holds_it_bac
         tmp_path / "policy.toml", f'[pinning]\nfile = "{tmp_path / "pins.json"}"\n'
     )
     params = proxy_params(
-        "--policy", str(policy), "--", *fault_command(), env={"FAULT_SERVER_RECORD": str(record)}
+        "--policy",
+        str(policy),
+        *RECORDED,
+        "--",
+        *fault_command(),
+        env=RECORD_ENV(record),
     )
     async with Client(params) as host:
         assert text_of(await host.call_tool("echo", {"text": "pinned"})) == "pinned"
@@ -444,8 +466,8 @@ def test_the_relay_lets_no_call_past_the_boundary_in_a_batch_or_without_an_id(
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call},
     ]  # fmt: skip
     proxy = subprocess.Popen(
-        [sys.executable, "-m", "otelhooks", "mcp", "proxy", "--policy", str(policy), "--",
-         *fault_command()],
+        [sys.executable, "-m", "otelhooks", "mcp", "proxy", "--policy", str(policy), *RECORDED,
+         "--", *fault_command()],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         env={**os.environ, "OTEL_TRACES_EXPORTER": "none", "FAULT_SERVER_RECORD": str(record)},
     )  # fmt: skip
@@ -461,9 +483,9 @@ def test_the_relay_lets_no_call_past_the_boundary_in_a_batch_or_without_an_id(
     proxy.stdin.close()
     stderr = proxy.stderr.read() if proxy.stderr is not None else ""
     proxy.wait(timeout=30)
-    codes = [a["error"]["code"] for a in answers if "error" in a]
+    codes = [a["error"]["code"] for a in answers if "error" in a and a.get("id") != 3]
     assert codes == [-32600, -32700], answers  # the batch, the line that is not JSON
     (blocked,) = [a for a in answers if a.get("id") == 3]
-    assert blocked["result"]["isError"] and "denied" in blocked["result"]["content"][0]["text"]
+    assert blocked["error"] == {"code": -32602, "message": "Unknown tool: 'echo'"}
     assert not records(record, "tool", name="echo")  # nothing reached the server's tool
     assert "dropped a tools/call request without an id" in stderr

@@ -54,6 +54,11 @@ MCP_RESOURCE_URI: Final = "mcp.resource.uri"
 JSONRPC_REQUEST_ID: Final = "jsonrpc.request.id"
 JSONRPC_PROTOCOL_VERSION: Final = "jsonrpc.protocol.version"
 RPC_RESPONSE_STATUS_CODE: Final = "rpc.response.status_code"
+GEN_AI_PROMPT_NAME: Final = "gen_ai.prompt.name"
+# The caller of a gateway call (OpenTelemetry's general user attributes).
+USER_ID: Final = "user.id"
+USER_HASH: Final = "user.hash"
+USER_ROLES: Final = "user.roles"
 
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
@@ -85,6 +90,12 @@ REDACTED_PATHS: Final = "otelhooks.redacted.paths"
 TURN_INDEX: Final = "otelhooks.turn.index"
 TERMINATE: Final = "otelhooks.terminate"
 ARGUMENTS_PREPARED: Final = "otelhooks.arguments.prepared"
+# otelhooks' own attributes of MCP calls through the proxy.
+MCP_UPSTREAM: Final = "otelhooks.mcp.upstream"  # the upstream that served the call
+MCP_DISCOVERY: Final = "otelhooks.mcp.discovery"  # "unsupported": a probe the server lacks
+MCP_SESSIONS_REFUSED: Final = "otelhooks.mcp.sessions.refused"  # why a new session was refused
+IDENTITY_VIA: Final = "otelhooks.identity.via"  # jwt | token | stdio | loopback
+IDENTITY_RULE: Final = "otelhooks.identity.rule"  # the [[identity]] rule that applied
 
 # Span events.
 EVENT_HOOK: Final = "otelhooks.hook"

@@ -61,17 +61,17 @@ async def _approve(policy: Any, chosen: set[str], everything: bool) -> int:
     async def nothing(*_: Any) -> None:
         return None
 
+    audit_key = policy.audit.key_env if policy.audit is not None else None
     uset = UpstreamSet(
-        policy,
         policy.upstreams,
         HostProfile(),
-        prefixed=policy.prefix if policy.prefix is not None else len(policy.upstreams) > 1,
         hooks=Hooks(),
         recorder=ToolCallRecorder(
             None, capture=Capture.NO_CONTENT, max_content_length=0, instruments=Instruments()
         ),
-        callbacks=Callbacks(nothing, nothing, nothing, nothing, nothing, nothing),
+        callbacks=Callbacks(nothing, nothing, nothing, nothing),
         tool_timeout=60,
+        environment=lambda config: config.environment(audit_key),
     )
     try:
         await uset.start()

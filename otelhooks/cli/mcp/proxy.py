@@ -19,7 +19,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TextIO
 
 PROXY_SERVICE_NAME = "otelhooks-mcp-proxy"
@@ -35,6 +35,14 @@ def add_parser(mcp_sub: Any) -> None:
     proxy.add_argument("--policy", help="policy file (TOML): rules, hooks, upstreams")
     proxy.add_argument(
         "--name", help="upstream name for the command after -- (default: its program)"
+    )
+    proxy.add_argument(
+        "--pass-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="pass this environment variable on to the upstream after -- (repeatable; it gets "
+        "only HOME, LOGNAME, PATH, SHELL, TERM and USER otherwise)",
     )
     proxy.add_argument(
         "--listen",
@@ -80,7 +88,15 @@ def run(args: argparse.Namespace) -> int:
     except PolicyError as exc:
         print(f"otelhooks mcp proxy: {exc}", file=sys.stderr)
         return 2
-    upstreams = [upstream_from_command(command, args.name)] if command else []
+    try:
+        upstreams = (
+            [upstream_from_command(command, args.name, inherit_env=args.pass_env)]
+            if command
+            else []
+        )
+    except ValueError as exc:
+        print(f"otelhooks mcp proxy: {exc}", file=sys.stderr)
+        return 2
     if not upstreams and not policy.upstreams:
         print(
             "otelhooks mcp proxy: no upstream: give its command after -- "
@@ -95,16 +111,29 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     _configure_logging(log, args.log_format, args.log_level, policy.redactor)
-    return asyncio.run(_until_signalled(_serve(policy, upstreams, listen, check=args.check)))
+    stop: list[Callable[[], None]] = []
+    return asyncio.run(
+        _until_signalled(_serve(policy, upstreams, listen, check=args.check, stop=stop), stop)
+    )
 
 
-async def _until_signalled(serving: Coroutine[Any, Any, int]) -> int:
-    """Run ``serving``; SIGTERM or SIGHUP cancels it, so that it closes the upstreams (their
-    process groups with them) and flushes its spans before the process exits."""
+async def _until_signalled(
+    serving: Coroutine[Any, Any, int], stop: list[Callable[[], None]]
+) -> int:
+    """Run ``serving``; SIGTERM or SIGHUP ends it, so that it closes the upstreams (their
+    process groups with them) and flushes its spans before the process exits: a listener
+    stops accepting and answers what is in flight (``stop``), stdio serving is cancelled."""
     task = asyncio.ensure_future(serving)
     loop = asyncio.get_running_loop()
+
+    def end() -> None:
+        if stop:
+            stop[0]()
+        else:
+            task.cancel()
+
     for signum in (signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(signum, task.cancel)
+        loop.add_signal_handler(signum, end)
     try:
         return await task
     except asyncio.CancelledError:
@@ -112,7 +141,12 @@ async def _until_signalled(serving: Coroutine[Any, Any, int]) -> int:
 
 
 async def _serve(
-    policy: Any, upstreams: list[Any], listen: tuple[str, int] | None, *, check: bool
+    policy: Any,
+    upstreams: list[Any],
+    listen: tuple[str, int] | None,
+    *,
+    check: bool,
+    stop: list[Callable[[], None]],
 ) -> int:
     from ...integrations.mcp.proxy import MCPProxy, ProxyStartError
     from ...telemetry.environment import ConfigurationError, exporters_from_env
@@ -158,6 +192,7 @@ async def _serve(
             logging.getLogger("otelhooks.mcp.proxy").info(
                 "serving on http://%s:%d/mcp (%s)", listen[0], listen[1], proxy.describe_auth()
             )
+            stop.append(proxy.stop)
             await proxy.serve_http(*listen)
         return 0
     finally:

@@ -4,10 +4,15 @@ caller of the call in progress.
 A rule matches an identity when every criterion it names matches: ``subjects``, ``client_ids``
 and ``groups`` (any of each), ``scopes`` (all of them). The first rule that matches decides for
 the identity (its name is the "deciding rule" of the audit log); an identity that matches none
-is refused every tool (``[auth] unmatched = "allow"`` lets it use the policy's common rules
-alone). A rule may list the tools allowed (then nothing else is) and denied, bound the calls
-(``max_calls`` in all, ``rate`` per minute) and guard arguments (``[[identity.guard]]``). Tools an
-identity may not call are not listed to it either.
+is refused everything (``[auth] unmatched = "allow"`` lets it use the policy's common rules
+alone).
+
+Every MCP capability needs a rule: a rule lists the ``tools`` it may call (patterns; ``deny``
+takes some away), the ``resources`` it may list, read and subscribe to (URI patterns), the
+``prompts`` it may get, and whether it may use ``completion`` and ``logging``; what it does not
+list it may not use. A rule may also bound the calls (``max_calls`` in all, ``rate`` per minute)
+and guard arguments (``[[identity.guard]]``). What an identity may not use is neither listed nor
+advertised to it, and a request for it is answered as if it did not exist.
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ import fnmatch
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ...core import BeforeDecision, BeforeToolCallContext, block
 from .auth import Identity
+from .naming import uri_matches
 
 
 @dataclass(slots=True)
@@ -34,6 +40,8 @@ class Caller:
     transport: str = "pipe"  # network.transport of the host's connection
     upstream: str | None = None
     rule: str | None = None  # the identity rule that applied
+    grant: Grant | None = None  # what the caller may use (None: everything)
+    upstream_set: str | None = None  # the key of the upstream set serving the call
 
 
 CALLER: Final[contextvars.ContextVar[Caller | None]] = contextvars.ContextVar(
@@ -55,8 +63,12 @@ class IdentityRule:
     client_ids: tuple[str, ...] = ()
     groups: tuple[str, ...] = ()
     scopes: tuple[str, ...] = ()
-    allow: tuple[str, ...] | None = None
+    tools: tuple[str, ...] = ()  # tool patterns it may call (none: no tool)
     deny: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()  # resource URI patterns it may list, read, subscribe to
+    prompts: tuple[str, ...] = ()  # prompt patterns it may list and get
+    completion: bool = False
+    logging: bool = False
     max_calls: int | None = None
     rate: float | None = None  # calls per minute
     guards: tuple[Any, ...] = ()
@@ -76,9 +88,68 @@ class IdentityRule:
         for pattern in self.deny:
             if fnmatch.fnmatchcase(tool, pattern):
                 return f"denied ({pattern})"
-        if self.allow is not None and not any(fnmatch.fnmatchcase(tool, p) for p in self.allow):
-            return "not in its allow list"
+        if not any(fnmatch.fnmatchcase(tool, p) for p in self.tools):
+            return "not in its tools"
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one caller may use: the rule that decided (``None``: every capability, for a proxy
+    without identity rules or an unmatched identity let through), or nothing at all."""
+
+    rule: IdentityRule | None
+    everything: bool = False
+
+    def tool(self, name: str) -> bool:
+        """Whether the caller may see and call the tool served as ``name``."""
+        if self.everything:
+            return True
+        return self.rule is not None and self.rule.refusal(name) is None
+
+    def resource(self, uri: str) -> bool:
+        """Whether the caller may list, read and subscribe to the resource ``uri``."""
+        if self.everything:
+            return True
+        return self.rule is not None and any(uri_matches(uri, p) for p in self.rule.resources)
+
+    def prompt(self, name: str) -> bool:
+        """Whether the caller may see and get the prompt served as ``name``."""
+        if self.everything:
+            return True
+        return self.rule is not None and any(
+            fnmatch.fnmatchcase(name, p) for p in self.rule.prompts
+        )
+
+    def may(self, capability: str) -> bool:
+        """Whether the caller may use any of ``capability`` (``tools``, ``resources``,
+        ``prompts``, ``completion``, ``logging``) at all."""
+        if self.everything:
+            return True
+        rule = self.rule
+        if rule is None:
+            return False
+        if capability == "tools":
+            return bool(rule.tools)
+        if capability == "resources":
+            return bool(rule.resources)
+        if capability == "prompts":
+            return bool(rule.prompts)
+        if capability == "completion":
+            return rule.completion and bool(rule.prompts or rule.resources)
+        if capability == "logging":
+            return rule.logging
+        return False
+
+    @property
+    def nothing(self) -> bool:
+        """Whether the caller may use nothing at all (no upstream is started for it)."""
+        return not any(self.may(c) for c in CAPABILITIES)
+
+
+CAPABILITIES: Final = ("tools", "resources", "prompts", "completion", "logging")
+EVERYTHING: Final = Grant(None, everything=True)
+NOTHING: Final = Grant(None)
 
 
 @dataclass
@@ -96,12 +167,13 @@ class IdentityRules:
         self.rules = tuple(rules)
         self.unmatched = unmatched
         self._usage: dict[str, _Usage] = {}
+        self._grants: dict[Identity, Grant] = {}
         self._lock = threading.Lock()
 
     @property
     def patterns(self) -> tuple[str, ...]:
         """Every tool pattern of the rules: one that matches no tool stops the start."""
-        return tuple(p for r in self.rules for p in (*(r.allow or ()), *r.deny))
+        return tuple(p for r in self.rules for p in (*r.tools, *r.deny))
 
     def rule_for(self, identity: Identity | None) -> IdentityRule | None:
         """The first rule that matches ``identity``."""
@@ -109,14 +181,25 @@ class IdentityRules:
             return None
         return next((r for r in self.rules if r.matches(identity)), None)
 
+    def grant(self, identity: Identity | None) -> Grant:
+        """What ``identity`` may use (decided once per identity)."""
+        if identity is None:
+            return NOTHING if self.rules else EVERYTHING
+        found = self._grants.get(identity)
+        if found is None:
+            rule = self.rule_for(identity)
+            if rule is not None:
+                found = Grant(rule)
+            else:
+                found = EVERYTHING if self.unmatched == "allow" else NOTHING
+            if len(self._grants) >= 4096:  # bounded: identities come from tokens
+                self._grants.clear()
+            self._grants[identity] = found
+        return found
+
     def allows(self, identity: Identity | None, tool: str) -> bool:
         """Whether the rules let ``identity`` call ``tool`` (what ``tools/list`` shows it)."""
-        if not self.rules:
-            return True
-        rule = self.rule_for(identity)
-        if rule is None:
-            return self.unmatched == "allow"
-        return rule.refusal(tool) is None
+        return self.grant(identity).tool(tool)
 
     def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeDecision | None:
         """Block the call when the caller's rule does not let it through."""
@@ -160,10 +243,3 @@ class IdentityRules:
                 usage.recent.append(now)
             usage.calls += 1
         return None
-
-
-def visible(
-    rules: IdentityRules | None, identity: Identity | None, tools: Iterable[str]
-) -> set[str]:
-    """The tools of ``tools`` an identity may see."""
-    return {t for t in tools if rules is None or rules.allows(identity, t)}

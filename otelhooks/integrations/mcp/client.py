@@ -31,11 +31,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import hashlib
 import inspect
 import json
 import logging
-import re
 import shutil
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -53,7 +51,6 @@ from opentelemetry import propagate, trace
 
 from ...core.messages import MediaContent, ToolResult
 from ...core.tools import (
-    TOOL_NAME,
     Tool,
     ToolContext,
     ToolError,
@@ -62,6 +59,7 @@ from ...core.tools import (
     make_tool,
 )
 from ...telemetry import attributes as A
+from .naming import exposed_name
 
 if TYPE_CHECKING:
     from mcp.shared.dispatcher import ProgressFnT
@@ -74,7 +72,7 @@ ServerTarget = str | Sequence[str] | StdioServerParameters
 
 CONNECTION_ERROR: Final = "connection_error"
 RESULT_TOO_LARGE: Final = "result_too_large"
-DISCOVERY: Final = "otelhooks.mcp.discovery"
+DISCOVERY: Final = A.MCP_DISCOVERY
 """``unsupported`` on the span of a discovery probe the server does not implement."""
 # The notifications ``message_callback`` gets (log messages go to ``logging_callback``).
 _PASSED_ON: Final = (
@@ -101,9 +99,6 @@ def dies_with_parent(command: Sequence[str]) -> list[str]:
     if setpriv is not None:
         return [setpriv, "--pdeathsig", "KILL", "--", *command]
     return [sys.executable, "-c", _PDEATHSIG_SHIM, *command]
-
-
-_NAME_CHARS: Final = re.compile(r"[^A-Za-z0-9_-]")
 
 
 class MCPToolError(ToolError):
@@ -297,12 +292,7 @@ def strict_schema(schema: Mapping[str, Any], allow_extra: bool) -> dict[str, Any
 def tool_name(name: str, prefix: str | None, separator: str = "_") -> str:
     """The name a server's tool is registered under: the prefix, and characters providers
     refuse replaced; a name too long keeps a hash of the whole, so two cannot collide."""
-    full = f"{prefix}{separator}{name}" if prefix else name
-    safe = _NAME_CHARS.sub("_", full)
-    if TOOL_NAME.fullmatch(safe) is None:  # empty, or longer than 64
-        digest = hashlib.sha256(full.encode()).hexdigest()[:8]
-        safe = f"{safe[:55]}_{digest}" if safe else f"tool_{digest}"
-    return safe
+    return exposed_name(name, prefix, separator)
 
 
 # -- one server ------------------------------------------------------------------------------------

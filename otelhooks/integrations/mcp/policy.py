@@ -8,6 +8,7 @@
     [[upstream]]                      # optional: or give one command after "--"
     name = "git"
     command = ["uvx", "mcp-server-git", "--repository", "."]
+    inherit_env = ["LANG"]            # variables passed on beside HOME, PATH... (an allowlist)
 
     [tools]
     deny = ["git_reset", "git_commit"]   # names or globs; allow = [...] makes it default-deny
@@ -47,6 +48,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import unquote, urlsplit
 
 from ...builtin import (
     ArgumentPattern,
@@ -65,6 +67,25 @@ DEFAULT_MAX_RESULT_BYTES: Final = 1_040_000
 """The largest result sent to a host over SSE (clients cut events at 1 MiB; room for the rest)."""
 DEFAULT_START_TIMEOUT: Final = 30.0
 """Seconds an upstream has to start and answer ``initialize`` and ``tools/list``."""
+DEFAULT_IDLE_TIMEOUT: Final = 600.0
+"""Seconds after which upstream processes nobody used are stopped."""
+DEFAULT_MAX_SESSIONS: Final = 64
+"""Upstream sessions (each a process per stdio upstream) open at once, in all."""
+DEFAULT_MAX_SESSIONS_PER_IDENTITY: Final = 8
+"""Upstream sessions open at once for one identity."""
+DEFAULT_HEADER_TIMEOUT: Final = 10.0
+"""Seconds a client has to send a request's headers (and each part of its body)."""
+BASE_ENVIRONMENT: Final = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+"""What every stdio upstream gets of the proxy's environment (the ``mcp`` SDK's own minimal
+set); ``inherit_env`` names more."""
+_NEVER_INHERITED: Final = re.compile(r"^(OTELHOOKS_.*|OTEL_EXPORTER_.*HEADERS.*)$", re.IGNORECASE)
+"""Variables no upstream gets: otelhooks' own (the audit key among them) and exporter headers
+(they carry credentials)."""
+
+
+def never_inherited(name: str, audit_key_env: str | None = None) -> bool:
+    """Whether ``name`` is a variable no upstream may get, named or not."""
+    return bool(_NEVER_INHERITED.match(name)) or name == audit_key_env
 
 
 class PolicyError(ValueError):
@@ -89,17 +110,34 @@ class UpstreamConfig:
     prefix: str | None = None
     timeout: float | None = None
     start_timeout: float = DEFAULT_START_TIMEOUT
-    inherit_env: bool = True  # the proxy's environment, under ``env``; else the SDK's minimal one
+    inherit_env: tuple[str, ...] = ()  # more of the proxy's variables (names, or NAME_* globs)
     mode: str = "auto"  # protocol negotiation: "auto", "legacy" or a version
+    roots: tuple[str, ...] = ()  # the directories the upstream may be told (absolute paths)
 
-    def environment(self) -> dict[str, str] | None:
-        """The upstream process's environment: the proxy's own (a proxy stands in for the
-        server, so what the host gave the proxy is meant for it) under ``env``."""
+    def environment(self, audit_key_env: str | None = None) -> dict[str, str] | None:
+        """The upstream process's whole environment, an allowlist: :data:`BASE_ENVIRONMENT`
+        and the variables ``inherit_env`` names, from the proxy's own, then ``env``; never a
+        variable :func:`never_inherited` refuses (``audit_key_env`` among them)."""
         if self.url is not None:
             return None
-        if self.inherit_env:
-            return {**os.environ, **self.env}
-        return dict(self.env) or None
+        out: dict[str, str] = {}
+        for name, value in os.environ.items():
+            if never_inherited(name, audit_key_env):
+                continue
+            if name in BASE_ENVIRONMENT or any(
+                fnmatch.fnmatchcase(name, pattern) for pattern in self.inherit_env
+            ):
+                out[name] = value
+        out.update((k, v) for k, v in self.env.items() if not never_inherited(k, audit_key_env))
+        return out
+
+    def tool_name(self, name: str) -> str:
+        """The name the proxy serves the upstream's tool ``name`` under: ``{prefix}_{name}``
+        when the upstream has a ``prefix``, else ``name`` itself (characters hosts refuse
+        replaced). The rule is the same whatever the number of upstreams."""
+        from .naming import exposed_name
+
+        return exposed_name(name, self.prefix)
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +193,7 @@ class HttpConfig:
     allowed_origins: tuple[str, ...] = ()  # Origin headers accepted (default: none)
     responses: str = "sse"  # sse (progress and requests to the host work) | json
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES  # larger than an SSE event: refused
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT  # a client slower to send its headers: cut
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +204,6 @@ class ProxyPolicy:
     source: str = "(defaults)"
     name: str = "otelhooks-proxy"
     timeout: float | None = None
-    prefix: bool | None = None  # None: prefix tool names only when there are several upstreams
     list_denied: bool = False
     strict: bool = True  # a tool pattern that matches no upstream tool stops the start
     upstreams: tuple[UpstreamConfig, ...] = ()
@@ -177,7 +215,10 @@ class ProxyPolicy:
     redactor: Redactor = field(default_factory=Redactor)
     before_failure: str = FAIL_CLOSED
     after_failure: str = FAIL_OPEN
-    isolation: str = "host"  # host: upstream sessions per host session | shared: per profile
+    isolation: str = "host"  # host: upstream sessions per host session | shared: per identity
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    max_sessions_per_identity: int = DEFAULT_MAX_SESSIONS_PER_IDENTITY
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     auth: AuthConfig | None = None
     identities: tuple[IdentityRule, ...] = ()
     audit: AuditConfig | None = None
@@ -355,10 +396,18 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
     proxy = _Reader(loader, top.get("proxy", dict, {}), ("proxy", 0))
     name = proxy.get("name", str, "otelhooks-proxy")
     timeout = proxy.number("timeout")
-    prefix = proxy.get("prefix", bool)
+    if "prefix" in proxy.table:
+        raise proxy.fail(
+            "prefix",
+            'prefix is set per upstream: [[upstream]] prefix = "git" serves its tools as '
+            "git_<name>; without it a tool keeps its own name, however many upstreams there are",
+        )
     list_denied = proxy.get("list_denied", bool, False)
     strict = proxy.get("strict", bool, True)
     isolation = _choice(proxy, "isolation", ("host", "shared"), "host")
+    max_sessions = _count(proxy, "max_sessions", DEFAULT_MAX_SESSIONS)
+    per_identity = _count(proxy, "max_sessions_per_identity", DEFAULT_MAX_SESSIONS_PER_IDENTITY)
+    idle_timeout = proxy.number("idle_timeout") or DEFAULT_IDLE_TIMEOUT
     proxy.done("[proxy]")
 
     upstreams = tuple(_upstreams(loader, top.get("upstream", list, []), base))
@@ -423,12 +472,22 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
     pinning = _pinning(_Reader(loader, top.get("pinning", dict, {}), ("pinning", 0)), base)
     http = _http(_Reader(loader, top.get("http", dict, {}), ("http", 0)))
     top.done("the policy")
+    if audit is not None and audit.key_env:
+        for index, upstream in enumerate(upstreams):
+            named = [*upstream.env, *upstream.inherit_env]
+            if any(fnmatch.fnmatchcase(audit.key_env, n) for n in named):
+                raise loader.error(
+                    ("upstream", index),
+                    "env",
+                    f"upstream {upstream.name!r} would get {audit.key_env}, the audit log's key: "
+                    "no upstream may hold it",
+                )
+    _check_names(loader, upstreams)
 
     return ProxyPolicy(
         source=source,
         name=name,
         timeout=timeout,
-        prefix=prefix,
         list_denied=list_denied,
         strict=strict,
         upstreams=upstreams,
@@ -441,12 +500,37 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
         before_failure=before_failure,
         after_failure=after_failure,
         isolation=isolation,
+        max_sessions=max_sessions,
+        max_sessions_per_identity=per_identity,
+        idle_timeout=idle_timeout,
         auth=auth,
         identities=identities,
         audit=audit,
         pinning=pinning,
         http=http,
     )
+
+
+def _count(r: _Reader, key: str, default: int) -> int:
+    value = r.get(key, int, default)
+    if value < 1:
+        raise r.fail(key, f"{key} must be an integer >= 1, not {value}")
+    return int(value)
+
+
+def _check_names(loader: _Loader, upstreams: Sequence[UpstreamConfig]) -> None:
+    """Two upstreams with the same prefix (or none) may serve a tool of one name: their tools
+    are told apart only at start, so the prefixes must at least differ."""
+    seen: dict[str | None, str] = {}
+    for index, upstream in enumerate(upstreams):
+        if upstream.prefix is not None and upstream.prefix in seen:
+            raise loader.error(
+                ("upstream", index),
+                "prefix",
+                f"upstreams {seen[upstream.prefix]!r} and {upstream.name!r} have the same "
+                f"prefix {upstream.prefix!r}",
+            )
+        seen.setdefault(upstream.prefix, upstream.name)
 
 
 def _choice(r: _Reader, key: str, choices: Sequence[str], default: str) -> str:
@@ -496,14 +580,24 @@ def _identity(r: _Reader, base: Path, loader: _Loader) -> IdentityRule:
         ).hook
         for i, t in enumerate(r.get("guard", list, []))
     )
+    if "allow" in r.table:
+        raise r.fail(
+            "allow",
+            "an identity rule lists the tools it may call as tools = [...] (and what else it "
+            "may use as resources, prompts, completion and logging)",
+        )
     rule = IdentityRule(
         name=name,
         subjects=r.strings("subjects", ()) or (),
         client_ids=r.strings("client_ids", ()) or (),
         groups=r.strings("groups", ()) or (),
         scopes=r.strings("scopes", ()) or (),
-        allow=r.strings("allow"),
+        tools=r.strings("tools", ()) or (),
         deny=r.strings("deny", ()) or (),
+        resources=r.strings("resources", ()) or (),
+        prompts=r.strings("prompts", ()) or (),
+        completion=r.get("completion", bool, False),
+        logging=r.get("logging", bool, False),
         max_calls=max_calls,
         rate=rate,
         guards=guards,
@@ -550,6 +644,7 @@ def _http(r: _Reader) -> HttpConfig:
         allowed_origins=r.strings("allowed_origins", ()) or (),
         responses=_choice(r, "responses", ("sse", "json"), "sse"),
         max_result_bytes=size,
+        header_timeout=r.number("header_timeout") or DEFAULT_HEADER_TIMEOUT,
     )
     r.done("[http]")
     if size <= 0:
@@ -579,8 +674,26 @@ def _upstreams(loader: _Loader, tables: list[Any], base: Path) -> Iterator[Upstr
         env, headers = r.string_map("env"), r.string_map("headers")
         prefix, timeout = r.get("prefix", str), r.number("timeout")
         start_timeout = r.number("start_timeout")
-        inherit_env, mode = r.get("inherit_env", bool, True), r.get("mode", str, "auto")
+        if isinstance(r.table.get("inherit_env"), bool):
+            raise r.fail(
+                "inherit_env",
+                "inherit_env names the variables an upstream gets beside "
+                f'{", ".join(BASE_ENVIRONMENT)} (an allowlist): inherit_env = ["LANG"]; '
+                "give values of its own in env = {...}",
+            )
+        inherit_env = r.strings("inherit_env", ()) or ()
+        mode = r.get("mode", str, "auto")
+        roots = r.strings("roots", ()) or ()
         r.done("[[upstream]]")  # a misspelt key is named before anything else is checked
+        for variable in (*env, *inherit_env):
+            if never_inherited(variable):
+                raise r.fail(
+                    "env" if variable in env else "inherit_env",
+                    f"upstream {name!r} may not get {variable}: otelhooks' own variables "
+                    "(OTELHOOKS_*) and exporter headers stay with the proxy",
+                )
+        if prefix is not None and not prefix:
+            raise r.fail("prefix", "prefix must not be empty (leave it out for none)")
         if (command is None) == (url is None):
             raise r.fail(None, f"upstream {name!r} needs exactly one of command or url")
         if isinstance(command, str):
@@ -601,8 +714,21 @@ def _upstreams(loader: _Loader, tables: list[Any], base: Path) -> Iterator[Upstr
             start_timeout=start_timeout or DEFAULT_START_TIMEOUT,
             inherit_env=inherit_env,
             mode=mode,
+            roots=tuple(_root(r, root, base) for root in roots),
         )
         yield config
+
+
+def _root(r: _Reader, root: str, base: Path) -> str:
+    """A configured root as an absolute, normalized path (``file://`` URIs accepted)."""
+    if root.startswith("file://"):
+        parsed = urlsplit(root)
+        if parsed.netloc not in ("", "localhost"):
+            raise r.fail("roots", f"roots: {root!r} names another host")
+        root = unquote(parsed.path)
+    elif "://" in root:
+        raise r.fail("roots", f"roots: {root!r} is not a directory or a file:// URI")
+    return os.path.normpath(str(base / os.path.expanduser(root)))
 
 
 def _guard(r: _Reader, base: Path) -> HookSpec:
@@ -687,15 +813,26 @@ def _python_hook(r: _Reader) -> HookSpec:
     return HookSpec(obj, tools, timeout, before_failure, after_failure)
 
 
-def upstream_from_command(command: Sequence[str], name: str | None = None) -> UpstreamConfig:
-    """An upstream given on the command line (after ``--``): named after its program."""
+def upstream_from_command(
+    command: Sequence[str], name: str | None = None, *, inherit_env: Sequence[str] = ()
+) -> UpstreamConfig:
+    """An upstream given on the command line (after ``--``): named after its program;
+    ``inherit_env`` names the variables it gets beside :data:`BASE_ENVIRONMENT`."""
     if not command:
         raise ValueError("the upstream command line is empty")
+    for variable in inherit_env:
+        if never_inherited(variable):
+            raise ValueError(
+                f"--pass-env {variable}: otelhooks' own variables (OTELHOOKS_*) and exporter "
+                "headers stay with the proxy"
+            )
     program = Path(command[0]).name
     if program in ("uvx", "npx", "pipx", "bunx") and len(command) > 1:
         program = next((c for c in command[1:] if not c.startswith("-")), program)
     return UpstreamConfig(
-        name=name or _NAME.sub("_", program).strip("_") or "upstream", command=tuple(command)
+        name=name or _NAME.sub("_", program).strip("_") or "upstream",
+        command=tuple(command),
+        inherit_env=tuple(inherit_env),
     )
 
 

@@ -15,10 +15,17 @@ relay passes each line on as it came, except
   timeouts, the structlog event and the audit line); the request the server gets carries the
   proxy's trace context in ``params._meta``; a timeout or a host's ``notifications/cancelled``
   cancels it upstream;
-* the results of ``resources/list``, ``resources/read`` and ``prompts/get``, and the data of
-  ``notifications/message``: redacted.
+* the results of ``resources/list``, ``resources/templates/list``, ``resources/read``,
+  ``prompts/list`` and ``prompts/get``, and the data of ``notifications/message``: redacted;
+* a method the gateway does not serve (:data:`~otelhooks.integrations.mcp.gateway.METHODS`,
+  :data:`~otelhooks.integrations.mcp.gateway.PROTOCOL`) is answered ``-32601`` and never
+  reaches the server; a request whose id is neither a string nor a number is refused;
+* ``roots/list`` from the server: answered from the upstream's configured ``roots``, narrowed
+  by the host's own answer when it declared roots (a host may narrow them, never widen them);
+  without configured roots the server is not offered the capability.
 
-Requests the server sends (sampling, elicitation, roots), progress, subscriptions, completion
+The server's progress notifications for a call are recorded on its span (and passed on).
+Sampling and elicitation requests go to the host (the only one), and subscriptions, completion
 and the host's answers pass unchanged. Each host request has the ``SERVER`` span the ``mcp``
 SDK's server would give it, the session's messages share the ``initialize`` span's trace and
 each call is a trace of its own (see :mod:`~otelhooks.integrations.mcp.session_trace`). A server
@@ -38,18 +45,24 @@ import signal
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from pathlib import Path
+from typing import Any, Final
 
 import mcp.types as mcp_types
 import structlog
-from mcp.client.stdio import get_default_environment
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
-from ...core import DEFAULT_TOOL_TIMEOUT, AgentContext, ToolCall, ToolExecutor, ToolRegistry
-from ...core.tools import ToolContext, ToolOutput, make_tool
+from ...core import (
+    DEFAULT_TOOL_TIMEOUT,
+    ToolContext,
+    ToolExecutor,
+    ToolOutput,
+    ToolRegistry,
+    make_tool,
+)
 from ...telemetry import attributes as A
 from .access import CALLER, Caller
 from .auth import LOCAL_STDIO
@@ -59,20 +72,33 @@ from .client import (
     dies_with_parent,
     output_of,
     strict_schema,
-    tool_name,
-    wire_result,
 )
+from .gateway import (
+    NOTIFICATIONS,
+    RESOURCE_NOT_FOUND,
+    Gateway,
+    Refused,
+)
+from .naming import exposed_name
 from .pinning import upstream_key
 from .policy import UpstreamConfig
 from .session_trace import CALLS
-
-if TYPE_CHECKING:
-    from .proxy import MCPProxy
+from .upstreams import narrow_roots
 
 logger = logging.getLogger("otelhooks.mcp.proxy")
 
-SCRUBBED: Final = frozenset({"resources/list", "resources/read", "prompts/get"})
+SCRUBBED: Final = frozenset(
+    {
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+    }
+)
 """Requests whose results reach the host redacted."""
+MAX_PAGES: Final = 100
+"""Pages of the server's tool listing read: a paginator that never ends is cut off there."""
 STOP_GRACE: Final = 2.0
 """Seconds a server has to exit after its stdin closes, before its process group is ended."""
 
@@ -115,14 +141,15 @@ class UpstreamProcess:
     """One server process with its stdin and stdout as asyncio streams, in a process group of
     its own that :meth:`stop` ends."""
 
-    def __init__(self, config: UpstreamConfig) -> None:
+    def __init__(self, config: UpstreamConfig, env: dict[str, str] | None = None) -> None:
         self.config = config
+        self.env = env if env is not None else config.environment()
         self.process: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
-        """Start the server (its stderr is the proxy's)."""
+        """Start the server (its stderr is the proxy's) with its allowlisted environment."""
         command = dies_with_parent(self.config.command)
-        env = {**get_default_environment(), **(self.config.environment() or {})}
+        env = self.env
         self.process = await asyncio.create_subprocess_exec(
             *command,
             stdin=asyncio.subprocess.PIPE,
@@ -169,6 +196,9 @@ class UpstreamProcess:
                 continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)  # what the server left running
+        transport = getattr(process, "_transport", None)
+        if transport is not None:  # closed now, not when collected after its loop is gone
+            transport.close()
 
 
 class StdioRelay:
@@ -177,25 +207,25 @@ class StdioRelay:
 
     def __init__(
         self,
-        proxy: MCPProxy,
+        gateway: Gateway,
         config: UpstreamConfig,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
     ) -> None:
-        self.proxy = proxy
+        self.gateway = gateway
+        self.policy = gateway.policy
         self.config = config
         self.reader = reader
         self.writer = writer
-        prefix = (config.prefix or config.name) if proxy.prefixed else config.prefix
-        self.prefix = prefix
+        self.prefix = config.prefix
         self.registry = ToolRegistry()
         self.executor = ToolExecutor(
             self.registry,
-            proxy.hooks,
-            tool_timeout=proxy.policy.timeout or DEFAULT_TOOL_TIMEOUT,
-            recorder=proxy.recorder,
+            gateway.hooks,
+            tool_timeout=self.policy.timeout or DEFAULT_TOOL_TIMEOUT,
+            recorder=gateway.recorder,
         )
-        self.tracer = proxy.tracer
+        self.tracer = gateway.tracer
         self.upstream: UpstreamProcess | None = None
         self.listing = _Listing()
         self.protocol_version: str | None = None
@@ -206,18 +236,19 @@ class StdioRelay:
         self._init_params: dict[str, Any] | None = None
         self._initialized = False
         self._host_meta: dict[str, Any] | None = None  # 2026-07-28: who the host says it is
+        self._host_roots = False  # the host said it answers roots
+        self._asked: dict[Any, str] = {}  # the server's requests to the host, by id
+        self._progress: dict[Any, ToolContext] = {}  # progress token -> the call's context
         self._listing: asyncio.Future[None] | None = None
         self._session: otel_context.Context | None = None
         self._next_id = 0
         self._reading: asyncio.Task[None] | None = None
         self._starting: asyncio.Lock = asyncio.Lock()
         self.run_id = uuid.uuid4().hex
-        self.caller = Caller(LOCAL_STDIO, None, "pipe", config.name)
-        self._log_fields = {
-            k.replace(".", "_"): v
-            for k, v in proxy._identity_attributes(LOCAL_STDIO).items()
-            if k != "otelhooks.identity.via"
-        }
+        self.caller = Caller(
+            LOCAL_STDIO, None, "pipe", config.name, grant=gateway.grant(LOCAL_STDIO)
+        )
+        self._log_fields = gateway.log_fields(LOCAL_STDIO)
 
     # -- life --------------------------------------------------------------------------------
 
@@ -247,7 +278,7 @@ class StdioRelay:
         async with self._starting:
             if self.upstream is not None:
                 return self.upstream
-            started = UpstreamProcess(self.config)
+            started = UpstreamProcess(self.config, self.gateway.environment(self.config))
             await started.start()
             self.upstream = started
             self._reading = self._spawn(self._from_upstream(started))
@@ -291,12 +322,21 @@ class StdioRelay:
                 None, None, mcp_types.INVALID_REQUEST, "one JSON-RPC object per line"
             )
             return
+        request_id = message.get("id", _NO_ID)
+        if request_id is not _NO_ID and not _valid_id(request_id):
+            self._answer_error(
+                None, None, mcp_types.INVALID_REQUEST, "a request id is a string or a number"
+            )
+            return
         upstream = await self._ensure_upstream()
         if "method" not in message:
-            upstream.send(line)  # the host's answer to a request of the server's
+            asked = self._asked.pop(request_id, None) if request_id is not _NO_ID else None
+            if asked == "roots/list":
+                upstream.send(dumps(self._narrowed(message)))
+            else:
+                upstream.send(line)  # the host's answer to a request of the server's
             return
         method: str = message["method"]
-        request_id = message.get("id", _NO_ID)
         params = message.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
         if isinstance(meta, dict) and _VERSION in meta:
@@ -308,6 +348,20 @@ class StdioRelay:
             self.protocol_version = version if isinstance(version, str) else None
         if request_id is _NO_ID:
             self._notification(upstream, method, message, line)
+            return
+        grant = self.caller.grant
+        assert grant is not None
+        refused = self.gateway.refusal(grant, method)
+        if refused is None:
+            refused = self._target_refused(method, params)
+        if refused is not None:
+            span = self._server_span(method, message)
+            with trace.use_span(span, end_on_exit=True):
+                await self.gateway.refuse(
+                    self.caller, method, _target(params), refused, "not allowed"
+                )
+            error = {"code": refused.code, "message": refused.message}
+            self._to_host({"jsonrpc": "2.0", "id": request_id, "error": error})
         elif method == "tools/call":
             self._calls[request_id] = self._spawn(self._call(request_id, message))
         elif method == "tools/list":
@@ -322,7 +376,7 @@ class StdioRelay:
         else:
             span = self._server_span(method, message)
             answer = (
-                self._scrub_answer
+                (lambda answer, method=method: self._scrub_answer(answer, method))
                 if method in SCRUBBED
                 else self._discovered
                 if method == "server/discover"
@@ -331,12 +385,27 @@ class StdioRelay:
             self._pending[request_id] = _Pending(span=span, answer=answer)
             upstream.send(line)
 
+    def _target_refused(self, method: str, params: Any) -> Refused | None:
+        """A resource or prompt the caller may not use, refused as if it did not exist."""
+        grant = self.caller.grant
+        assert grant is not None
+        target = _target(params)
+        if method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
+            if target is None or not grant.resource(target):
+                return Refused(RESOURCE_NOT_FOUND, f"Resource not found: {str(target)[:200]}")
+        elif method == "prompts/get" and (target is None or not grant.prompt(target)):
+            return Refused(mcp_types.INVALID_PARAMS, f"Unknown prompt: {str(target)[:100]!r}")
+        return None
+
     def _notification(
         self, upstream: UpstreamProcess, method: str, message: dict[str, Any], line: bytes
     ) -> None:
         if not method.startswith("notifications/"):
             # A request without an id (tools/call among them) would run unanswered and unseen.
             logger.warning("dropped a %s request without an id from the host", method)
+            return
+        if method not in NOTIFICATIONS:
+            logger.debug("dropped the host's %s notification", method)
             return
         upstream.send(line)
         if method == "notifications/initialized":
@@ -355,8 +424,13 @@ class StdioRelay:
         params = message.get("params")
         if isinstance(params, dict):
             capabilities = params.get("capabilities")
-            if isinstance(capabilities, dict) and "tasks" in capabilities:
-                params = {**params, "capabilities": _without_tasks(capabilities)}
+            if isinstance(capabilities, dict):
+                self._host_roots = "roots" in capabilities
+                declared = _without_tasks(capabilities)
+                declared.pop("roots", None)
+                if self.config.roots:  # the server may ask; the relay answers (narrowed)
+                    declared["roots"] = {}
+                params = {**params, "capabilities": declared}
                 message = {**message, "params": params}
             self._init_params = params
         span = self._server_span("initialize", message, session_level=False)
@@ -380,13 +454,60 @@ class StdioRelay:
                 message["result"] = {**result, "capabilities": _without_tasks(capabilities)}
         self._to_host(message)
 
-    async def _scrub_answer(self, message: dict[str, Any]) -> None:
+    async def _scrub_answer(self, message: dict[str, Any], method: str) -> None:
         result = message.get("result")
-        if result is not None and self.proxy.policy.redaction:
-            clean, paths = self.proxy.policy.redactor.redact(result, "result")
-            if paths:
-                message["result"] = clean
+        if isinstance(result, dict):
+            result = self._filtered(method, result)
+            message["result"] = self.gateway.scrub_data(result, "result")
         self._to_host(message)
+
+    def _filtered(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
+        """A listing cut to what the caller may see."""
+        grant = self.caller.grant
+        assert grant is not None
+        if grant.everything:
+            return result
+        if method == "resources/list" and isinstance(result.get("resources"), list):
+            items = [r for r in result["resources"] if grant.resource(str(r.get("uri")))]
+            return {**result, "resources": items}
+        if method == "resources/templates/list" and isinstance(
+            result.get("resourceTemplates"), list
+        ):
+            templates = [
+                t for t in result["resourceTemplates"] if grant.resource(str(t.get("uriTemplate")))
+            ]
+            return {**result, "resourceTemplates": templates}
+        if method == "prompts/list" and isinstance(result.get("prompts"), list):
+            prompts = [p for p in result["prompts"] if grant.prompt(str(p.get("name")))]
+            return {**result, "prompts": prompts}
+        return result
+
+    # -- roots -------------------------------------------------------------------------------
+
+    def _roots(self) -> list[dict[str, str]]:
+        return [{"uri": Path(root).as_uri()} for root in self.config.roots]
+
+    def _server_asks_roots(self, message: dict[str, Any]) -> None:
+        """The server's ``roots/list``: to the host when it answers roots (its answer is
+        narrowed on the way back), else answered here from the configuration."""
+        request_id = message.get("id")
+        if self._host_roots and self.config.roots:
+            self._asked[request_id] = "roots/list"
+            self._to_host(message)
+            return
+        answer = {"jsonrpc": "2.0", "id": request_id, "result": {"roots": self._roots()}}
+        if self.upstream is not None:
+            self.upstream.send(dumps(answer))
+
+    def _narrowed(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """The host's answer to ``roots/list`` with only the roots inside configured ones
+        (the configured ones when none is left)."""
+        result = answer.get("result")
+        given = result.get("roots") if isinstance(result, dict) else None
+        uris = [str(r.get("uri")) for r in given if isinstance(r, dict)] if given else []
+        kept = narrow_roots(uris, self.config.roots)
+        roots = [{"uri": uri} for uri in kept] or self._roots()
+        return {"jsonrpc": "2.0", "id": answer.get("id"), "result": {"roots": roots}}
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -407,13 +528,12 @@ class StdioRelay:
         self._to_host(message)
 
     def _shown(self, name: str) -> bool:
-        proxy, policy = self.proxy, self.proxy.policy
-        if policy.denies(name) and not policy.list_denied:
+        grant = self.caller.grant
+        assert grant is not None
+        if not self.gateway.shows_tool(grant, name):
             return False
-        if proxy.pinning is not None and proxy.pinning.refused(name):
-            return False
-        rules = proxy.identity_rules
-        return rules is None or rules.allows(LOCAL_STDIO, name)
+        pinning = self.gateway.pinning
+        return pinning is None or not pinning.refused(name)
 
     async def _known(self, name: str) -> None:
         """List the server's tools when ``name`` is not one of those known (a host that calls
@@ -430,7 +550,7 @@ class StdioRelay:
         announced a change."""
         listed: list[dict[str, Any]] = []
         cursor: str | None = None
-        for _ in range(100):  # a paginator that never ends cannot hang us
+        for _ in range(MAX_PAGES):  # a paginator that never ends cannot hang us
             page = await self._request("tools/list", {"cursor": cursor} if cursor else {})
             tools = page.get("tools")
             if isinstance(tools, list):
@@ -456,7 +576,7 @@ class StdioRelay:
                     "upstream %r listed a malformed tool: %.200s", self.config.name, data
                 )
                 continue
-            registered = tool_name(model.name, self.prefix)
+            registered = exposed_name(model.name, self.prefix)
             listing.tools[registered] = data
             listing.upstream_names[registered] = model.name
             models.append((registered, model))
@@ -468,7 +588,7 @@ class StdioRelay:
             self.listing = listing
         for registered, model in models:
             self.registry.add(self._make_tool(registered, model))
-        pinning = self.proxy.pinning
+        pinning = self.gateway.pinning
         if pinning is not None:
             pinning.review(upstream_key(self.config.name, " ".join(self.config.command)), models)
         return out
@@ -492,7 +612,7 @@ class StdioRelay:
     async def _call(self, request_id: Any, message: dict[str, Any]) -> None:
         params = message.get("params")
         params = params if isinstance(params, dict) else {}
-        name = params.get("name")
+        name = str(params.get("name"))
         arguments = params.get("arguments")
         meta = params.get("_meta")
         meta = meta if isinstance(meta, dict) else None
@@ -500,20 +620,27 @@ class StdioRelay:
         host = _HOST_REQUEST.set((request_id, meta))
         try:
             with trace.use_span(span, end_on_exit=False):
-                await self._known(str(name))
+                await self._known(name)
                 link = self._session_link()
-                prepared = await self.executor.prepare(
-                    ToolCall(str(request_id), str(name), dict(arguments or {})),
-                    context=AgentContext(run_id=self.run_id, agent_name=self.proxy.policy.name),
-                    timeout=self.proxy._timeout_for(str(name)),
+                answer = await self.gateway.call_tool(
+                    self.caller,
+                    self.executor,
+                    name,
+                    arguments if isinstance(arguments, dict) else None,
+                    call_id=str(request_id),
+                    run_id=self.run_id,
                     links=[link] if link is not None else None,
                 )
-                result = await self.executor.finish(prepared)
-            data = wire_result(result)
+            if answer.error is not None:
+                error = {"code": answer.error.code, "message": answer.error.message}
+                _end(span, {"error": error}, end=False)
+                self._to_host({"jsonrpc": "2.0", "id": request_id, "error": error})
+                return
+            data = answer.result or {}
             if self.protocol_version in MODERN_PROTOCOL_VERSIONS and "resultType" not in data:
                 data = {**data, "resultType": "complete"}  # a result of the proxy's own
             if data.get("isError") is True:
-                span.set_attribute("error.type", "tool_error")
+                span.set_attribute(A.ERROR_TYPE, A.ERR_TOOL_ERROR)
                 span.set_status(StatusCode.ERROR)
             self._to_host({"jsonrpc": "2.0", "id": request_id, "result": data})
         finally:
@@ -530,6 +657,9 @@ class StdioRelay:
         request_id, host_meta = _HOST_REQUEST.get()
         meta = dict(host_meta or {})
         propagate.inject(meta)
+        token = meta.get("progressToken")
+        if token is not None:
+            self._progress[_hashable(token)] = ctx
         attributes: dict[str, Any] = {
             A.NETWORK_TRANSPORT: "pipe",
             A.MCP_METHOD_NAME: "tools/call",
@@ -555,6 +685,8 @@ class StdioRelay:
             raise
         finally:
             self._pending.pop(request_id, None)
+            if token is not None:
+                self._progress.pop(_hashable(token), None)
         error = answer.get("error")
         if isinstance(error, dict):
             code = str(error.get("code"))
@@ -591,6 +723,11 @@ class StdioRelay:
 
     def _upstream_message(self, message: dict[str, Any], line: bytes) -> Awaitable[None] | None:
         method = message.get("method")
+        if method == "roots/list" and "id" in message:
+            self._server_asks_roots(message)
+            return None
+        if method == "notifications/progress":
+            self._progressed(message)
         if method is None:
             pending = self._pending.pop(message.get("id"), None)
             if pending is None:
@@ -605,11 +742,14 @@ class StdioRelay:
             if pending.answer is not None:
                 return pending.answer(message)
             self._to_host(line)
-        elif method == "notifications/message" and self.proxy.policy.redaction:
+        elif method == "notifications/message":
             params = message.get("params")
-            if isinstance(params, dict) and "data" in params:
-                clean, paths = self.proxy.policy.redactor.redact(params["data"], "log")
-                if paths:
+            grant = self.caller.grant
+            if grant is None or not grant.may("logging"):
+                return None
+            if isinstance(params, dict) and "data" in params and self.policy.redaction:
+                clean = self.gateway.scrub_data(params["data"], "log")
+                if clean is not params["data"]:
                     message["params"] = {**params, "data": clean}
                     line = dumps(message)
             self._to_host(line)
@@ -618,6 +758,21 @@ class StdioRelay:
         else:
             self._to_host(line)
         return None
+
+    def _progressed(self, message: dict[str, Any]) -> None:
+        """A progress notification of a call in flight: recorded on the call's span."""
+        params = message.get("params")
+        if not isinstance(params, dict) or "progressToken" not in params:
+            return
+        ctx = self._progress.get(_hashable(params["progressToken"]))
+        if ctx is not None:
+            ctx.progress(
+                {
+                    "progress": params.get("progress"),
+                    "total": params.get("total"),
+                    "message": params.get("message"),
+                }
+            )
 
     async def _tools_changed(self, line: bytes) -> None:
         """List (and review) the tools again, then tell the host."""
@@ -681,18 +836,18 @@ class StdioRelay:
         params = params if isinstance(params, dict) else {}
         name = params.get("name")
         target = name if isinstance(name, str) else None
-        attributes: dict[str, Any] = {"mcp.method.name": method}
+        attributes: dict[str, Any] = {A.MCP_METHOD_NAME: method}
         if self.protocol_version:
-            attributes["mcp.protocol.version"] = self.protocol_version
+            attributes[A.MCP_PROTOCOL_VERSION] = self.protocol_version
         request_id = message.get("id")
         if request_id is not None:
-            attributes["jsonrpc.request.id"] = str(request_id)
+            attributes[A.JSONRPC_REQUEST_ID] = str(request_id)
         if method == "tools/call":
-            attributes["gen_ai.operation.name"] = "execute_tool"
+            attributes[A.GEN_AI_OPERATION_NAME] = A.OP_EXECUTE_TOOL
             if target is not None:
-                attributes["gen_ai.tool.name"] = target
+                attributes[A.GEN_AI_TOOL_NAME] = target
         elif method == "prompts/get" and target is not None:
-            attributes["gen_ai.prompt.name"] = target
+            attributes[A.GEN_AI_PROMPT_NAME] = target
         meta = params.get("_meta")
         parent = _extracted(meta)
         if parent is None and session_level and method not in CALLS:
@@ -718,6 +873,23 @@ class StdioRelay:
         if span is not None:
             _end(span, message, end=False)
         self._to_host(message)
+
+
+def _valid_id(request_id: Any) -> bool:
+    """A JSON-RPC id the relay accepts: a string or a number (not a boolean)."""
+    return isinstance(request_id, (str, int, float)) and not isinstance(request_id, bool)
+
+
+def _hashable(value: Any) -> Any:
+    return value if isinstance(value, (str, int, float)) else json.dumps(value, sort_keys=True)
+
+
+def _target(params: Any) -> str | None:
+    """What a request names: a resource's URI or a prompt's name."""
+    if not isinstance(params, dict):
+        return None
+    found = params.get("uri", params.get("name"))
+    return found if isinstance(found, str) else None
 
 
 def _without_tasks(capabilities: dict[str, Any]) -> dict[str, Any]:
@@ -755,7 +927,7 @@ def _end(span: Span, answer: dict[str, Any], *, end: bool = True) -> None:
     error = answer.get("error")
     if isinstance(error, dict):
         code = str(error.get("code"))
-        span.set_attributes({"error.type": code, "rpc.response.status_code": code})
+        span.set_attributes({A.ERROR_TYPE: code, A.RPC_RESPONSE_STATUS_CODE: code})
         span.set_status(StatusCode.ERROR, str(error.get("message")))
     if end:
         span.end()

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import stat
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Final
 
 from mcp.server.stdio import stdio_server as sdk_stdio_server
 
@@ -28,19 +29,39 @@ MAX_LINE = 1 << 30
 
 
 class PipeLines:
-    """A stream of text lines from an asyncio reader (``async for line in ...``)."""
+    """A stream of text lines from an asyncio reader (``async for line in ...``). A line that
+    is not JSON is answered on ``writer`` with the JSON-RPC parse error (``-32700``), as the
+    protocol asks, and not passed on."""
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | None = None
+    ) -> None:
         self._reader = reader
+        self._writer = writer
 
     def __aiter__(self) -> PipeLines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
+        while True:
+            line = await self._reader.readline()
+            if not line:
+                raise StopAsyncIteration
+            text = line.decode("utf-8", errors="replace")
+            if self._writer is None or not text.strip():
+                return text
+            try:
+                json.loads(text)
+            except ValueError:
+                self._writer.write(_PARSE_ERROR)
+                continue
+            return text
+
+
+_PARSE_ERROR: Final = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,'
+    b'"message":"otelhooks proxy: the message is not JSON"}}\n'
+)
 
 
 class PipeText:
@@ -164,5 +185,6 @@ async def stdio_server() -> AsyncIterator[tuple[Any, Any]]:
                     _flush_stdout()
             return
         reader, writer = pipes
-        async with sdk_stdio_server(PipeLines(reader), PipeText(writer)) as streams:  # type: ignore[arg-type]
+        lines = PipeLines(reader, writer)
+        async with sdk_stdio_server(lines, PipeText(writer)) as streams:  # type: ignore[arg-type]
             yield streams

@@ -1,0 +1,819 @@
+"""The proxy as an ``mcp`` SDK server: each MCP method a thin handler over the gateway core
+(:mod:`~otelhooks.integrations.mcp.gateway`), with an SDK client per upstream
+(:mod:`~otelhooks.integrations.mcp.upstreams`). Served over stdio here, and over Streamable
+HTTP by :mod:`~otelhooks.integrations.mcp.http`.
+
+Every request first passes :meth:`SDKServer.guard` (a middleware of the SDK server): the
+caller is established (its identity from the bearer token, or the local host), a method its
+grant does not cover is refused (recorded on the request's span and in the audit log), and the
+``initialize`` answer advertises only the capabilities the caller may use. The handlers then
+open (or find) the caller's upstream set, list what its grant shows, and call through the core.
+
+Resources, resource templates, prompts and completion go to the upstream that offers them,
+their text redacted; log messages, resource updates and list changes go to the hosts of the
+set they came from, as the host's protocol era allows. Tasks are not passed on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import uuid
+import warnings
+import weakref
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Final
+
+import mcp.types as mcp_types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from opentelemetry import context as otel_context
+from pydantic import BaseModel
+
+from ...core import DEFAULT_TOOL_TIMEOUT
+from .access import Caller, Grant
+from .auth import LOCAL_STDIO, LOOPBACK, Identity
+from .client import MCPServerTools, progress_to
+from .gateway import (
+    NOTIFICATIONS,
+    RESOURCE_NOT_FOUND,
+    Gateway,
+    ProxyStartError,
+    Refused,
+    call_tool_result,
+    unknown_tool,
+    upstream_of,
+)
+from .session_trace import SessionTraces
+from .upstreams import (
+    ROOTS_TIMEOUT,
+    START_GRACE,
+    Callbacks,
+    HostProfile,
+    HostRoute,
+    SessionLimit,
+    UpstreamPool,
+    UpstreamSet,
+    check_commands,
+    narrow_roots,
+)
+
+logger = logging.getLogger("otelhooks.mcp.proxy")
+
+MAX_PAGES: Final = 100
+"""Pages of a listing read from one upstream: a server that pages forever is cut off there."""
+VIA_CLAIM: Final = "otelhooks.via"
+"""The claim a token verifier sets to say how a caller was established (``jwt``, ``token``)."""
+SESSIONS_REFUSED: Final = -32603
+"""The JSON-RPC code of a session refused because the limits are reached (the SDK's own)."""
+_CAPABILITY_KEYS: Final = {
+    "tools": "tools",
+    "resources": "resources",
+    "prompts": "prompts",
+    "completion": "completions",
+    "logging": "logging",
+}
+
+_CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "otelhooks_sdk_caller", default=None
+)
+
+
+def connection_of(session: Any) -> Any:
+    """The host connection a request's session belongs to (the ``mcp`` SDK makes a session
+    object per request; its connection lives as long as the host stays connected)."""
+    return getattr(session, "_connection", session)
+
+
+def identity_of(ctx: ServerRequestContext[Any]) -> tuple[Identity, str | None, str]:
+    """The caller of a request, the host's MCP session id and the transport of its
+    connection: the bearer token's identity over HTTP, the local host over stdio."""
+    request = ctx.request
+    scope = getattr(request, "scope", None)
+    if not isinstance(scope, dict):
+        return LOCAL_STDIO, None, "pipe"
+    session_id = getattr(connection_of(ctx.session), "session_id", None) or (
+        request.headers.get("mcp-session-id") if request is not None else None
+    )
+    user = scope.get("user")
+    token = getattr(user, "access_token", None)
+    if token is not None:
+        via = str((token.claims or {}).get(VIA_CLAIM, "jwt"))
+        return Identity.of(token, via), session_id, "tcp"
+    return LOOPBACK, session_id, "tcp"
+
+
+class SDKServer:
+    """The proxy's MCP methods as an ``mcp`` SDK ``Server`` over the gateway core."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.policy = gateway.policy
+        self.session_traces = SessionTraces()
+        self.pool = UpstreamPool(
+            self._open_set,
+            max_sessions=self.policy.max_sessions,
+            max_per_identity=self.policy.max_sessions_per_identity,
+            idle_timeout=self.policy.idle_timeout,
+        )
+        self.base: UpstreamSet | None = None
+        self.one_host = False  # stdio: the only host may have the connections made at start
+        self.result_limit: int | None = None
+        self._capabilities: list[mcp_types.ServerCapabilities] = []
+        self._subscribed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+        self._grants: weakref.WeakKeyDictionary[Any, Grant] = weakref.WeakKeyDictionary()
+        self._run_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+        self._list_changes = NotificationOptions(tools_changed=True)
+
+    # -- life --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start every upstream once, for the policy check, the pins and what the upstreams
+        offer. An upstream that fails is logged and tried again later; none starting is a
+        :class:`ProxyStartError`, and so is a policy tool pattern that matches no tool."""
+        try:
+            check_commands(self.gateway.configs)
+        except ValueError as exc:
+            raise ProxyStartError(str(exc)) from None
+        base = self._new_set(HostProfile(), None, HostRoute(None, False))
+        try:
+            await base.start()
+        except RuntimeError as exc:
+            await base.close()
+            raise ProxyStartError(str(exc)) from None
+        self.base = base
+        self._capabilities = [
+            c for c in (base.capabilities(s) for s in base.servers.values()) if c is not None
+        ]
+        self.gateway.review(base)
+        self.gateway.check_policy(t.name for t in base.registry)
+
+    def release_base(self) -> None:
+        """Stop the upstream sessions made at start (a shared listener owns none: each host
+        gets its own)."""
+        base, self.base = self.base, None
+        if base is not None:
+            self.pool.close_soon(base)
+
+    async def close(self) -> None:
+        """Stop every upstream session."""
+        await self.pool.close()
+        if self.base is not None:
+            await self.base.close()
+
+    # -- upstream sets -----------------------------------------------------------------------
+
+    def _new_set(self, profile: HostProfile, identity: str | None, route: HostRoute) -> UpstreamSet:
+        return UpstreamSet(
+            self.gateway.configs,
+            profile,
+            hooks=self.gateway.hooks,
+            recorder=self.gateway.recorder,
+            callbacks=Callbacks(
+                ask=self._ask,
+                logging=self._forward_log,
+                message=self._forward_notification,
+                tools_changed=self._tools_changed,
+            ),
+            tool_timeout=self.policy.timeout or DEFAULT_TOOL_TIMEOUT,
+            environment=self.gateway.environment,
+            route=route,
+            identity=identity,
+            max_result_bytes=self.result_limit,
+            trace_context=otel_context.get_current(),
+        )
+
+    async def _open_set(
+        self, profile: HostProfile, identity: str | None, route: HostRoute
+    ) -> UpstreamSet:
+        base = self.base
+        if self.one_host and base is not None and base.profile == profile:
+            self.base = None  # the connections made at start serve the only host
+            base.route = route
+            base.identity = identity
+            return base
+        if self.one_host and base is not None:
+            self.base = None  # the only host has other capabilities: let them go
+            await base.close()
+        chosen = self._new_set(profile, identity, route)
+        logger.info("opening upstream sessions for a host declaring %s", profile.describe())
+        try:
+            await chosen.start(grace=START_GRACE)
+        except RuntimeError as exc:
+            await chosen.close()
+            raise MCPError(mcp_types.INTERNAL_ERROR, f"otelhooks proxy: {exc}") from None
+        self.gateway.review(chosen)
+        return chosen
+
+    def _key(self, ctx: ServerRequestContext[Any], caller: Caller, profile: HostProfile) -> Any:
+        """Whose upstream set a request uses: its host session's (the handshake era; a
+        2026-07-28 caller's with these capabilities, which has no session); with
+        ``isolation = "shared"``, its identity's with these capabilities."""
+        digest = caller.identity.digest() if caller.identity is not None else None
+        if self.policy.isolation == "shared":
+            return ("shared", digest, profile)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return ("caller", digest, caller.transport, profile)
+        return ("host", id(connection_of(ctx.session)))
+
+    async def set_for(self, ctx: ServerRequestContext[Any], caller: Caller) -> UpstreamSet:
+        """The caller's upstream set (see :meth:`_key`), opened on first need with the
+        capabilities its host declared; :class:`Refused` when the limits do not let one open."""
+        connection = connection_of(ctx.session)
+        profile = HostProfile.of(getattr(ctx.session, "client_capabilities", None))
+        key = self._key(ctx, caller, profile)
+        found = self.pool.sets.get(key)
+        if found is not None and not found.closed:
+            return found
+        shared = key[0] != "host"
+        capabilities = getattr(connection, "client_capabilities", None)
+        route = HostRoute(
+            None if shared else ctx.session,
+            not shared and capabilities is not None and capabilities.roots is not None,
+        )
+        digest = caller.identity.digest() if caller.identity is not None else None
+        try:
+            chosen = await self.pool.get(key, profile, digest, route)
+        except SessionLimit as exc:
+            refused = Refused(SESSIONS_REFUSED, f"otelhooks proxy: no upstream session: {exc}")
+            await self.gateway.refuse(caller, ctx.method, None, refused, str(exc))
+            raise refused from None
+        if key[0] == "host":
+            self._hold(connection, key, chosen)
+        elif ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self._hold(connection, key, chosen, shared=True)
+        return chosen
+
+    def _hold(self, connection: Any, key: Any, uset: UpstreamSet, *, shared: bool = False) -> None:
+        """``connection`` uses ``uset`` until it ends; a host session's own set closes then
+        (a shared one when its last host ends)."""
+        if connection in uset.hosts:
+            return
+        uset.hosts.add(connection)
+
+        def gone() -> None:
+            uset.hosts.discard(connection)
+            if not shared or not uset.hosts:
+                self.pool.release(key)
+
+        stack = getattr(connection, "exit_stack", None)
+        if stack is not None:
+            stack.callback(gone)
+
+    # -- the caller --------------------------------------------------------------------------
+
+    def caller(self, ctx: ServerRequestContext[Any]) -> Caller:
+        """The caller of the request in progress (made by :meth:`guard`)."""
+        found = _CALLER.get()
+        if found is not None:
+            return found
+        identity, session_id, transport = identity_of(ctx)
+        return Caller(identity, session_id, transport, grant=self.gateway.grant(identity))
+
+    async def guard(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+        """The middleware every request passes: the caller established, a method its grant
+        does not cover refused (a JSON-RPC error, on the span, in the audit log), the
+        capabilities advertised at ``initialize`` cut to what the caller may use."""
+        method = ctx.method
+        if ctx.request_id is None and method.startswith("notifications/"):
+            if method not in NOTIFICATIONS:
+                return None  # a notification the proxy does not take: dropped
+            return await call_next(ctx)
+        caller = self.caller(ctx)
+        assert caller.grant is not None
+        refused = self.gateway.refusal(caller.grant, method)
+        if refused is not None:
+            await self.gateway.refuse(caller, method, None, refused, "method not allowed")
+            raise MCPError(refused.code, refused.message)
+        connection = connection_of(ctx.session)
+        with contextlib.suppress(TypeError):
+            self._grants[connection] = caller.grant
+        token = _CALLER.set(caller)
+        try:
+            result = await call_next(ctx)
+        except Refused as exc:
+            raise MCPError(exc.code, exc.message) from None
+        finally:
+            _CALLER.reset(token)
+        if method == "initialize" and isinstance(result, dict):
+            result = self._advertised(result, caller.grant)
+        return result
+
+    def _advertised(self, result: dict[str, Any], grant: Grant) -> dict[str, Any]:
+        capabilities = result.get("capabilities")
+        if isinstance(capabilities, dict):
+            result["capabilities"] = {
+                k: v
+                for k, v in capabilities.items()
+                if not any(k == key and not grant.may(c) for c, key in _CAPABILITY_KEYS.items())
+            }
+        return result
+
+    async def _discover(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.RequestParams | None
+    ) -> mcp_types.DiscoverResult:
+        """``server/discover`` (2026-07-28), with what the caller may use."""
+        assert self._server is not None
+        grant = self.caller(ctx).grant
+        assert grant is not None
+        capabilities = self._server.get_capabilities(protocol_version=ctx.protocol_version)
+        data = self._advertised(
+            {"capabilities": capabilities.model_dump(by_alias=True, exclude_none=True)}, grant
+        )
+        return mcp_types.DiscoverResult(
+            supported_versions=list(MODERN_PROTOCOL_VERSIONS),
+            capabilities=mcp_types.ServerCapabilities.model_validate(data["capabilities"]),
+        )
+
+    # -- the SDK server ----------------------------------------------------------------------
+
+    _server: Server[Any] | None = None
+
+    def offered(self, what: str) -> bool:
+        """Whether an upstream offered ``what`` at start (``resources``, ``prompts``...)."""
+        return any(getattr(c, what) is not None for c in self._capabilities)
+
+    def server(self) -> Server[Any]:
+        """An ``mcp`` low-level ``Server`` over the gateway: tools always; resources, prompts,
+        completion, logging and subscriptions when an upstream offers them."""
+        handlers: dict[str, Any] = {
+            "on_list_tools": self._list_tools,
+            "on_call_tool": self._call_tool,
+            "on_subscriptions_listen": self._listen,
+        }
+        if self.offered("resources"):
+            handlers["on_list_resources"] = self._list_resources
+            handlers["on_list_resource_templates"] = self._list_resource_templates
+            handlers["on_read_resource"] = self._read_resource
+            if any(c.resources is not None and c.resources.subscribe for c in self._capabilities):
+                handlers["on_subscribe_resource"] = self._subscribe
+                handlers["on_unsubscribe_resource"] = self._unsubscribe
+        if self.offered("prompts"):
+            handlers["on_list_prompts"] = self._list_prompts
+            handlers["on_get_prompt"] = self._get_prompt
+        if self.offered("completions"):
+            handlers["on_completion"] = self._complete
+        with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, not gone
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            if self.offered("logging"):
+                handlers["on_set_logging_level"] = self._set_logging_level
+            server: Server[Any] = Server(self.policy.name, version=_version(), **handlers)
+        server.add_request_handler("server/discover", mcp_types.RequestParams, self._discover)
+        server.middleware.insert(0, self.session_traces.outer)
+        server.middleware.append(self.session_traces.inner)
+        server.middleware.append(self.guard)
+        self._list_changes = NotificationOptions(
+            tools_changed=True,
+            prompts_changed=self.offered("prompts"),
+            resources_changed=self.offered("resources"),
+        )
+        self._server = server
+        return server
+
+    def initialization_options(self, server: Server[Any]) -> Any:
+        """The options ``server.run`` takes: list changes announced."""
+        return server.create_initialization_options(self._list_changes)
+
+    async def serve_stdio(self) -> None:
+        """Serve the one host on this process's stdin and stdout until it closes them (a line
+        that is not JSON is answered ``-32700``, as the protocol asks)."""
+        from .stdio import stdio_server
+
+        self.one_host = True
+        server = self.server()
+        async with stdio_server() as (read, write):
+            await server.run(read, write, self.initialization_options(server))
+
+    # -- tools -------------------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListToolsResult:
+        caller = self.caller(ctx)
+        assert caller.grant is not None
+        if not caller.grant.may("tools"):
+            return mcp_types.ListToolsResult(tools=[])
+        uset = await self.set_for(ctx, caller)
+        uset.retry_down()  # in the background: a listing never waits for an upstream that is down
+        async with uset.using():
+            return mcp_types.ListToolsResult(tools=self.gateway.visible_tools(caller.grant, uset))
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.CallToolRequestParams
+    ) -> mcp_types.CallToolResult:
+        caller = self.caller(ctx)
+        assert caller.grant is not None
+        connection = connection_of(ctx.session)
+        call_id = str(ctx.request_id) if ctx.request_id is not None else uuid.uuid4().hex
+        link = self.session_traces.link_to(connection)
+        links = [link] if link is not None else None
+        run_id = self._run_id(connection)
+        if not caller.grant.may("tools"):  # no upstream for a caller that may call nothing
+            refused = unknown_tool(params.name)
+            await self.gateway.refuse(
+                caller, "tools/call", params.name, refused, "may call no tool", hook="identity"
+            )
+            raise MCPError(refused.code, refused.message)
+        uset = await self.set_for(ctx, caller)
+        caller.upstream = upstream_of(uset, params.name)
+        caller.upstream_set = uset.key
+
+        async def forward_progress(done: float, total: float | None, text: str | None) -> None:
+            try:
+                await ctx.session.report_progress(done, total, text)
+            except Exception:  # the host went away: the call goes on
+                logger.debug("progress not delivered to the host", exc_info=True)
+
+        with uset.route.serving(ctx.session, ctx.request_id), progress_to(forward_progress):
+            async with uset.using():
+                answer = await self.gateway.call_tool(
+                    caller,
+                    uset.executor,
+                    params.name,
+                    params.arguments,
+                    call_id=call_id,
+                    run_id=run_id,
+                    links=links,
+                )
+        if answer.error is not None:
+            raise MCPError(answer.error.code, answer.error.message)
+        assert answer.result is not None
+        return call_tool_result(answer.result)
+
+    def _run_id(self, connection: Any) -> str:
+        """One run per host connection: call limits count per connection."""
+        try:
+            run_id = self._run_ids.get(connection)
+            if run_id is None:
+                run_id = self._run_ids[connection] = uuid.uuid4().hex
+        except TypeError:
+            return uuid.uuid4().hex
+        return run_id
+
+    async def _tools_changed(self, uset: UpstreamSet, server: MCPServerTools) -> None:
+        self.gateway.review(uset)
+        await self._tell_hosts(uset, ToolsListChanged())
+
+    # -- what the upstreams send of their own ------------------------------------------------
+
+    async def _ask(self, uset: UpstreamSet, what: str, config: Any, params: Any) -> Any:
+        """An upstream's request (roots, sampling, elicitation): to the host that owns its set
+        and no other, or answered here (see :mod:`~otelhooks.integrations.mcp.upstreams`)."""
+        if what == "roots":
+            return await self._roots(uset, config)
+        channel = uset.route.channel()
+        if channel is None:
+            return mcp_types.ErrorData(
+                code=mcp_types.INVALID_REQUEST,
+                message=f"otelhooks proxy: no host session to answer {what} requests (the "
+                "upstream's session is shared, or its host has none)",
+            )
+        session, related = channel
+        if what == "sampling":
+            result_type: type[BaseModel] = (
+                mcp_types.CreateMessageResultWithTools
+                if params.tools
+                else mcp_types.CreateMessageResult
+            )
+            request: Any = mcp_types.CreateMessageRequest(params=params)
+        else:
+            result_type, request = mcp_types.ElicitResult, mcp_types.ElicitRequest(params=params)
+        return await _send(session, request, result_type, related)
+
+    async def ask_owner(self, uset: UpstreamSet, request: Any, result_type: Any) -> Any:
+        """Send ``request`` to the host session that owns ``uset`` (the proxy's own
+        elicitation, say); ``ErrorData`` when it has none or refuses."""
+        channel = uset.route.channel()
+        if channel is None:
+            return mcp_types.ErrorData(
+                code=mcp_types.INVALID_REQUEST, message="otelhooks proxy: no host session"
+            )
+        session, related = channel
+        return await _send(session, request, result_type, related)
+
+    async def _roots(self, uset: UpstreamSet, config: Any) -> mcp_types.ListRootsResult:
+        """The upstream's configured roots, narrowed by the owning host when it answers roots:
+        a root the host gives that is not inside a configured one is dropped."""
+        configured = [mcp_types.Root(uri=Path(r).as_uri()) for r in config.roots]
+        route = uset.route
+        channel = route.channel() if route.host_roots else None
+        if channel is None:
+            return mcp_types.ListRootsResult(roots=configured)
+        session, related = channel
+        try:
+            async with asyncio.timeout(ROOTS_TIMEOUT):
+                answer = await _send(
+                    session, mcp_types.ListRootsRequest(), mcp_types.ListRootsResult, related
+                )
+        except TimeoutError:
+            answer = None
+        if not isinstance(answer, mcp_types.ListRootsResult):
+            return mcp_types.ListRootsResult(roots=configured)
+        narrowed = narrow_roots([str(r.uri) for r in answer.roots], config.roots)
+        chosen = [mcp_types.Root(uri=uri) for uri in narrowed]
+        return mcp_types.ListRootsResult(roots=chosen or configured)
+
+    def _hosts(self, uset: UpstreamSet) -> list[Any]:
+        return list(uset.hosts)
+
+    async def _tell_hosts(self, uset: UpstreamSet, event: ServerEvent) -> None:
+        """An event for the hosts of ``uset``: on their listen streams (2026-07-28), and as
+        the handshake era's notification to each of its connections (a resource update only
+        to those subscribed to it, and allowed it)."""
+        await uset.bus.publish(event)
+        for host in self._hosts(uset):
+            if isinstance(event, ResourceUpdated):
+                grant = self._grants.get(host)
+                if event.uri not in self._subscribed.get(host, set()):
+                    continue
+                if grant is None or not grant.resource(event.uri):
+                    continue
+            with contextlib.suppress(Exception):  # a host that left
+                if isinstance(event, ToolsListChanged):
+                    await host.send_tool_list_changed()
+                elif isinstance(event, PromptsListChanged):
+                    await host.send_prompt_list_changed()
+                elif isinstance(event, ResourcesListChanged):
+                    await host.send_resource_list_changed()
+                else:
+                    await host.send_resource_updated(event.uri)
+
+    async def _forward_notification(self, uset: UpstreamSet, notification: Any) -> None:
+        if isinstance(notification, mcp_types.ResourceUpdatedNotification):
+            await self._tell_hosts(uset, ResourceUpdated(str(notification.params.uri)))
+        elif isinstance(notification, mcp_types.ResourceListChangedNotification):
+            await self._tell_hosts(uset, ResourcesListChanged())
+        elif isinstance(notification, mcp_types.PromptListChangedNotification):
+            await self._tell_hosts(uset, PromptsListChanged())
+
+    async def _forward_log(
+        self, uset: UpstreamSet, params: mcp_types.LoggingMessageNotificationParams
+    ) -> None:
+        """An upstream's log message, redacted, to the hosts of its set that may use logging:
+        during a call, on that call's stream; otherwise to each host (handshake era only)."""
+        data = self.gateway.scrub_data(params.data, "log")
+        channel = uset.route.channel() if uset.route.calls else None
+        with contextlib.suppress(Exception), warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            if channel is not None:
+                session, related = channel
+                grant = self._grants.get(connection_of(session))
+                if grant is not None and grant.may("logging"):
+                    await session.send_log_message(params.level, data, params.logger, related)
+                return
+        for host in self._hosts(uset):
+            grant = self._grants.get(host)
+            if grant is None or not grant.may("logging"):
+                continue
+            with contextlib.suppress(Exception):
+                await host.log(params.level, data, params.logger)
+
+    # -- subscriptions and logging -------------------------------------------------------------
+
+    async def _listen(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.SubscriptionsListenRequestParams
+    ) -> mcp_types.SubscriptionsListenResult:
+        """``subscriptions/listen`` (2026-07-28): a stream of the events of this caller's
+        upstream set only; the resources it names (those it may use) are subscribed upstream."""
+        caller = self.caller(ctx)
+        assert caller.grant is not None
+        uset = await self.set_for(ctx, caller)
+        for uri in params.notifications.resource_subscriptions or ():
+            if caller.grant.resource(str(uri)):
+                await self._subscribe_upstream(uset, None, str(uri))
+        return await uset.listen(ctx, params)
+
+    async def _resource_allowed(self, ctx: ServerRequestContext[Any], uri: str) -> Caller:
+        caller = self.caller(ctx)
+        assert caller.grant is not None
+        if not caller.grant.resource(uri):
+            refused = Refused(RESOURCE_NOT_FOUND, f"Resource not found: {uri[:200]}")
+            await self.gateway.refuse(caller, ctx.method, uri, refused, "resource not allowed")
+            raise refused
+        return caller
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.SubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        uri = str(params.uri)
+        caller = await self._resource_allowed(ctx, uri)
+        uset = await self.set_for(ctx, caller)
+        await self._subscribe_upstream(uset, connection_of(ctx.session), uri)
+        return mcp_types.EmptyResult()
+
+    async def _subscribe_upstream(self, uset: UpstreamSet, session: Any, uri: str) -> None:
+        if session is not None:
+            with contextlib.suppress(TypeError):
+                self._subscribed.setdefault(session, set()).add(uri)
+        for server in self._owners(uset, uri):
+            client = await server.client()
+            with contextlib.suppress(MCPError):
+                await client.subscribe_resource(uri)
+                return
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.UnsubscribeRequestParams
+    ) -> mcp_types.EmptyResult:
+        uri = str(params.uri)
+        caller = await self._resource_allowed(ctx, uri)
+        uset = await self.set_for(ctx, caller)
+        self._subscribed.get(connection_of(ctx.session), set()).discard(uri)
+        still = any(uri in self._subscribed.get(s, set()) for s in self._hosts(uset))
+        if not still:
+            for server in self._owners(uset, uri):
+                client = await server.client()
+                with contextlib.suppress(MCPError):
+                    await client.unsubscribe_resource(uri)
+        return mcp_types.EmptyResult()
+
+    async def _set_logging_level(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.SetLevelRequestParams
+    ) -> mcp_types.EmptyResult:
+        uset = await self.set_for(ctx, self.caller(ctx))
+        for server in uset.offering("logging"):
+            client = await server.client()
+            with contextlib.suppress(MCPError), warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await client.set_logging_level(params.level)
+        return mcp_types.EmptyResult()
+
+    # -- resources, prompts, completion ------------------------------------------------------
+
+    def _owners(self, uset: UpstreamSet, uri: str) -> list[MCPServerTools]:
+        owner = uset.routes.resources.get(uri)
+        return [owner] if owner is not None else uset.offering("resources")
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListResourcesResult:
+        caller = self.caller(ctx)
+        assert caller.grant is not None
+        if not caller.grant.may("resources"):
+            return mcp_types.ListResourcesResult(resources=[])
+        uset = await self.set_for(ctx, caller)
+        resources: list[mcp_types.Resource] = []
+        async with uset.using():
+            for server in uset.offering("resources"):
+                client = await server.client()
+                for item in await _all_pages(client.list_resources, "resources"):
+                    uri = str(item.uri)
+                    uset.routes.resources[uri] = server
+                    if caller.grant.resource(uri):
+                        resources.append(item)
+        return self.gateway.scrub(mcp_types.ListResourcesResult(resources=resources))
+
+    async def _list_resource_templates(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListResourceTemplatesResult:
+        caller = self.caller(ctx)
+        assert caller.grant is not None
+        if not caller.grant.may("resources"):
+            return mcp_types.ListResourceTemplatesResult(resource_templates=[])
+        uset = await self.set_for(ctx, caller)
+        templates: list[mcp_types.ResourceTemplate] = []
+        async with uset.using():
+            for server in uset.offering("resources"):
+                client = await server.client()
+                pages = await _all_pages(client.list_resource_templates, "resource_templates")
+                for item in pages:
+                    uset.routes.templates[item.uri_template] = server
+                    if caller.grant.resource(item.uri_template):
+                        templates.append(item)
+        return self.gateway.scrub(
+            mcp_types.ListResourceTemplatesResult(resource_templates=templates)
+        )
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.ReadResourceRequestParams
+    ) -> mcp_types.ReadResourceResult:
+        uri = str(params.uri)
+        caller = await self._resource_allowed(ctx, uri)
+        uset = await self.set_for(ctx, caller)
+        last: MCPError | None = None
+        async with uset.using():
+            for server in self._owners(uset, uri):
+                client = await server.client()
+                try:
+                    return self.gateway.scrub(await client.read_resource(uri, cache_mode="bypass"))
+                except MCPError as exc:
+                    last = exc
+        if last is not None:
+            raise last
+        raise MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri[:200]}")
+
+    async def _prompt_listing(self, uset: UpstreamSet) -> list[mcp_types.Prompt]:
+        prompts: list[mcp_types.Prompt] = []
+        for server in uset.offering("prompts"):
+            client = await server.client()
+            for item in await _all_pages(client.list_prompts, "prompts"):
+                name = f"{server.prefix}_{item.name}" if server.prefix else item.name
+                if name in uset.routes.prompts and uset.routes.prompts[name][0] is not server:
+                    continue  # a name another upstream serves
+                uset.routes.prompts[name] = (server, item.name)
+                prompts.append(item.model_copy(update={"name": name}))
+        return prompts
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
+    ) -> mcp_types.ListPromptsResult:
+        caller = self.caller(ctx)
+        assert caller.grant is not None
+        if not caller.grant.may("prompts"):
+            return mcp_types.ListPromptsResult(prompts=[])
+        uset = await self.set_for(ctx, caller)
+        async with uset.using():
+            prompts = await self._prompt_listing(uset)
+        return self.gateway.scrub(
+            mcp_types.ListPromptsResult(prompts=[p for p in prompts if caller.grant.prompt(p.name)])
+        )
+
+    async def _prompt_route(
+        self, ctx: ServerRequestContext[Any], name: str
+    ) -> tuple[MCPServerTools, str]:
+        caller = self.caller(ctx)
+        assert caller.grant is not None
+        refused = Refused(mcp_types.INVALID_PARAMS, f"Unknown prompt: {name[:100]!r}")
+        if not caller.grant.prompt(name):
+            await self.gateway.refuse(caller, ctx.method, name, refused, "prompt not allowed")
+            raise refused
+        uset = await self.set_for(ctx, caller)
+        route = uset.routes.prompts.get(name)
+        if route is None:
+            await self._prompt_listing(uset)
+            route = uset.routes.prompts.get(name)
+        if route is None:
+            raise refused
+        return route
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.GetPromptRequestParams
+    ) -> mcp_types.GetPromptResult:
+        server, name = await self._prompt_route(ctx, params.name)
+        client = await server.client()
+        return self.gateway.scrub(await client.get_prompt(name, params.arguments))
+
+    async def _complete(
+        self, ctx: ServerRequestContext[Any], params: mcp_types.CompleteRequestParams
+    ) -> mcp_types.CompleteResult:
+        caller = self.caller(ctx)
+        ref = params.ref
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        context = params.context.arguments if params.context is not None else None
+        if isinstance(ref, mcp_types.PromptReference):
+            server, name = await self._prompt_route(ctx, ref.name)
+            ref = ref.model_copy(update={"name": name})
+            candidates = [server]
+        else:
+            await self._resource_allowed(ctx, ref.uri)
+            uset = await self.set_for(ctx, caller)
+            owner = uset.routes.templates.get(ref.uri)
+            candidates = [owner] if owner is not None else uset.offering("completions")
+        for server in candidates:
+            client = await server.client()
+            with contextlib.suppress(MCPError):
+                return await client.complete(ref, argument, context_arguments=context)
+        return mcp_types.CompleteResult(completion=mcp_types.Completion(values=[]))
+
+
+async def _send(session: Any, request: Any, result_type: Any, related: Any) -> Any:
+    metadata = ServerMessageMetadata(related_request_id=related) if related is not None else None
+    try:
+        return await session.send_request(request, result_type, metadata=metadata)
+    except MCPError as exc:
+        return exc.error
+    except Exception as exc:  # no back-channel, a host that left
+        return mcp_types.ErrorData(
+            code=mcp_types.INTERNAL_ERROR,
+            message=f"otelhooks proxy: the host could not be asked ({type(exc).__name__})",
+        )
+
+
+async def _all_pages(fetch: Callable[..., Awaitable[Any]], attribute: str) -> list[Any]:
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        page = await fetch(cursor=cursor)
+        items.extend(getattr(page, attribute))
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return items
+
+
+def _version() -> str:
+    from ...version import __version__
+
+    return __version__
