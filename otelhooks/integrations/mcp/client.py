@@ -511,7 +511,10 @@ class MCPServerTools:
         try:
             await asyncio.wait_for(asyncio.shield(owner), timeout=10)
         except TimeoutError:
+            # Cancelled, and waited for: the SDK's transport stops the server process as it
+            # unwinds, and a transport left to the garbage collector outlives the event loop.
             owner.cancel()
+            await asyncio.wait({owner}, timeout=10)
         except BaseException:  # the connection had already failed: nothing more to close
             pass
 
