@@ -10,10 +10,15 @@ upper-case letters and digits, ``{l40}`` lower-case letters and digits, ``{d10}`
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
 
 _ALPHABETS = {
     "a": string.ascii_letters + string.digits,
@@ -446,3 +451,15 @@ ORDINARY: list[str] = [
     "aws_region = us-east-1",
     "Visit https://example.com/login?next=/dashboard",
 ]
+
+
+def require_corpus(variable: str, ready: Callable[[Path], bool], script: str) -> Path:
+    """The corpus an install script built (named by ``variable``), or a skip saying how to
+    build it: a failure with ``OTELHOOKS_REQUIRE_SECRET_CORPUS=1``, as in CI."""
+    given = os.environ.get(variable)
+    if given and ready(Path(given)):
+        return Path(given)
+    reason = f"no secret corpus at ${variable} (run scripts/{script}, set {variable})"
+    if os.environ.get("OTELHOOKS_REQUIRE_SECRET_CORPUS") == "1":
+        pytest.fail(reason + " (OTELHOOKS_REQUIRE_SECRET_CORPUS=1)")
+    pytest.skip(reason)
