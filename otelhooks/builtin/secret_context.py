@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-from .secret_keys import Span, is_placeholder, looks_random, public_name
+from .secret_keys import ValueSpan, is_placeholder, looks_random, public_name
 
 REACH: Final = 48  # characters between the end of the word and the start of the token
 _MAX_TOKENS: Final = 6
@@ -431,7 +431,7 @@ def _password_like(token: str) -> bool:
 
 def proximity_spans(
     text: str, lowered: str, positions: Iterable[tuple[int, int]]
-) -> Iterator[Span]:
+) -> Iterator[ValueSpan]:
     """Tokens after a proximity word; ``positions`` are ``(where the word starts, strength)``."""
     done = -1
     for start, strength in positions:
@@ -471,7 +471,7 @@ def proximity_spans(
             if stripped.count("=") == 1 and not stripped.endswith("="):
                 token_start += stripped.index("=") + 1  # NAME=value: the value alone
             done = end
-            yield token_start, end, "secret"
+            yield ValueSpan(token_start, end, "secret")
             break
 
 

@@ -25,9 +25,16 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterator
-from typing import Final
+from typing import Final, NamedTuple
 
-Span = tuple[int, int, str]  # start, end, kind
+
+class ValueSpan(NamedTuple):
+    """Where a secret value is in a text, and the kind it is reported as."""
+
+    start: int
+    end: int
+    kind: str
+
 
 # Words that make a key name worth a look (matched in the lower-cased text).
 KEY_WORDS: Final = (
@@ -553,7 +560,7 @@ _XML_VALUE: Final = re.compile(r"\s*([^<]*?)\s*</")
 PLACEHOLDER: Final = "[REDACTED:"  # how every replacement starts (redaction.redacted)
 
 
-def key_value_spans(text: str, positions: list[int]) -> Iterator[Span]:
+def key_value_spans(text: str, positions: list[int]) -> Iterator[ValueSpan]:
     """Value spans under credential names; ``positions`` are where a key word occurs."""
     seen_keys: set[int] = set()
     for pos in positions:
@@ -590,7 +597,7 @@ def key_value_spans(text: str, positions: list[int]) -> Iterator[Span]:
         if code and _code_expression(value, key, text[vend : vend + 3]):
             continue  # token = line[start:pos], password = password + pad
         if worth_redacting(value, tier, code=code):
-            yield vstart, vend, found[1]
+            yield ValueSpan(vstart, vend, found[1])
 
 
 _IDENTIFIER: Final = re.compile(r"[(\[]*[A-Za-z_][\w.]*(?:[\[(].*)?")
@@ -677,7 +684,7 @@ _K8S_ITEM: Final = re.compile(
 )
 
 
-def kubernetes_secret_spans(text: str) -> Iterator[Span]:
+def kubernetes_secret_spans(text: str) -> Iterator[ValueSpan]:
     """Every value under ``data:`` / ``stringData:`` of a YAML document of ``kind: Secret``
     (base64 or not: all of them are secret by definition)."""
     if _K8S_KIND.search(text) is None:
@@ -696,6 +703,6 @@ def kubernetes_secret_spans(text: str) -> Iterator[Span]:
                 break
             value = item.group(3)
             if value and not _PLACEHOLDER.match(value) and not value.startswith("{{"):
-                yield item.start(3), item.end(3), "kubernetes_secret"
+                yield ValueSpan(item.start(3), item.end(3), "kubernetes_secret")
             line_end = text.find("\n", item.end())
             pos = len(text) if line_end < 0 else line_end + 1
