@@ -240,6 +240,12 @@ class Detector:
         to let it be searched."""
         return None
 
+    def judges_every_value(self, where: MappingView) -> bool:
+        """Whether :meth:`judge_value` must see every value of the mapping ``where`` (short
+        ones and those under keys no credential name is in too: the redactor skips those
+        otherwise). The default, for a detector that judges values, is yes."""
+        return type(self).judge_value is not Detector.judge_value
+
     def judge_unfound(self, field: Field, text: str) -> str | None:
         """The kind to redact ``text`` (the field's value, or its key) with when no detector
         found anything in it; ``None`` to keep it."""
@@ -495,6 +501,10 @@ class KeyNameDetector(Detector):
             return tier[1]
         return None
 
+    def judges_every_value(self, where: MappingView) -> bool:
+        """No: only values under credential names, which the redactor never skips."""
+        return False
+
 
 def has_content(value: Any) -> bool:
     """Whether a value under a sensitive key is worth redacting (not empty, None or a bool)."""
@@ -530,6 +540,14 @@ class KubernetesSecretDetector(Detector):
         ):
             return "kubernetes_secret"
         return None
+
+    def judges_every_value(self, where: MappingView) -> bool:
+        """Every value of the ``data``/``stringData`` of a Secret, however short."""
+        return (
+            where.outer is not None
+            and where.outer_key in ("data", "stringData")
+            and is_kubernetes_secret(where.outer.mapping)
+        )
 
 
 def is_kubernetes_secret(value: Mapping[Any, Any]) -> bool:
@@ -851,6 +869,8 @@ def validate(patterns: Sequence[SecretPattern], *, require: bool = True) -> list
             problems.append(RuleProblem(pattern.kind, "no true sample", ""))
         if require and not pattern.negatives:
             problems.append(RuleProblem(pattern.kind, "no false sample", ""))
+        if not pattern.keywords and pattern.prefilter is None:
+            problems.append(RuleProblem(pattern.kind, "runs on every text (no keyword)", ""))
         alone = Pipeline([FormatDetector([pattern])])
         for found in samples_of(pattern):
             own = alone.find(found.text)

@@ -91,6 +91,19 @@ def _has_digit_or_upper(text: str) -> bool:
     return any(c.isdigit() or c.isupper() for c in text)
 
 
+def _generated_after_padding(text: str) -> bool:
+    """Whether what follows the run of ``A`` a Twitter bearer token starts with looks
+    generated: lower-case letters and digits (or ``%``-escapes) in it, not one letter repeated
+    (5,000 ``A`` characters are no token)."""
+    rest = text.lstrip("A")
+    return (
+        len(rest) >= 20
+        and any(c.islower() for c in rest)
+        and any(c.isdigit() or c == "%" for c in rest)
+        and len(set(rest)) >= 8
+    )
+
+
 def _basic_credential(text: str) -> bool:
     """Whether ``text`` is base64 of ``user:password``."""
     try:
@@ -1109,8 +1122,14 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "twitter_bearer_token",
         r"(?<![A-Za-z0-9])A{20,}[A-Za-z0-9%]{30,}",
         "aaaaaaaaaaaaaaaaaaaa",
-        samples=("AAAAAAAAAAAAAAAAAAAAA{a40}",),
-        negatives=("AAAA battery",),
+        check=_generated_after_padding,
+        samples=("AAAAAAAAAAAAAAAAAAAAA{a40}", "AAAAAAAAAAAAAAAAAAAAAMLheAAAAAAA0%2B{a40}"),
+        negatives=(
+            "AAAA battery",
+            "A" * 80,
+            "A" * 40 + "B" * 40,
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA0",
+        ),
     ),
     _p(
         "facebook_token",

@@ -216,11 +216,13 @@ class Walk:
         """A mapping's items: each value judged, walked or judged again; each key read."""
         redactor = self.redactor
         out: dict[Any, Any] | None = None
-        where: MappingView | None = None
-        plain = redactor.callback is None
+        where = MappingView(value, at.where, at.key, redactor)
+        value_judges = redactor.pipeline.value_judges
+        plain = redactor.callback is None and not any(
+            judge.judges_every_value(where) for judge in value_judges
+        )
         cache = redactor.cache
         plain_keys = cache.plain_keys
-        value_judges = redactor.pipeline.value_judges
         path = at.path
         for key, item in value.items():
             if (  # the common case, decided without building the item's path
@@ -236,8 +238,6 @@ class Walk:
                 continue
             if plain and type(key) is not str and (item is None or type(item) in _INERT):
                 continue
-            if where is None:
-                where = MappingView(value, at.where, at.key, redactor)
             sub_path = f"{path}.{key}" if path else str(key)
             field = Field(key, item, sub_path, where)
             new: Any = _UNSET
