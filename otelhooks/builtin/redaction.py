@@ -41,22 +41,25 @@ from .secret_detectors import (
     default_detectors,
     identifier_findings,
     merge,
+    pipeline_of,
     redacted,
     replace_findings,
     validate,
 )
 from .secret_keys import classify
 from .secret_rules import PATTERNS, SecretPattern, luhn_valid
-from .secret_walk import At, Walk
+from .secret_walk import CREDENTIAL, IDENTIFIER, KEY_TEXT, At, Walk
 
 __all__ = [
     "DEFAULT_ALLOW_KEYS",
     "PATTERNS",
+    "SEMCONV_IDENTIFIER_KEYS",
     "Detector",
     "RedactingProcessor",
     "RedactionHook",
     "Redactor",
     "SecretPattern",
+    "default_redactor",
     "luhn_valid",
     "redacted",
 ]
@@ -92,6 +95,27 @@ DEFAULT_ALLOW_KEYS: frozenset[str] = frozenset(
         "tool_call_id",
         "exception.type",
         "session_id_hash",
+    }
+)
+
+# Keys semantic conventions define for identifiers a person needs to follow a trace, whose names
+# hold a credential word (``session``, ``key``, ``client``): exempt from the key-name rules only;
+# their values still go through every other rule (a token format is redacted there too).
+SEMCONV_IDENTIFIER_KEYS: frozenset[str] = frozenset(
+    {
+        A.MCP_SESSION_ID,
+        "session.id",
+        "session.previous_id",
+        A.GEN_AI_TOOL_CALL_ID,
+        "gen_ai.conversation.id",
+        "gen_ai.response.id",
+        A.GEN_AI_REQUEST_MAX_TOKENS,
+        A.EVENT_INFERENCE_DETAILS,
+        "messaging.kafka.message.key",
+        "client.address",
+        "client.port",
+        "trace_id",
+        "span_id",
     }
 )
 
@@ -172,7 +196,7 @@ class Redactor:
             self._extra_keys = re.compile(alternatives, re.IGNORECASE)
             self._extra_kinds = tuple(kind for kind, _ in self.sensitive_keys)
         self._allow = frozenset(self.allow_keys) | (
-            DEFAULT_ALLOW_KEYS if self.use_defaults else frozenset()
+            DEFAULT_ALLOW_KEYS | SEMCONV_IDENTIFIER_KEYS if self.use_defaults else frozenset()
         )
 
     @classmethod
@@ -207,7 +231,7 @@ class Redactor:
         builtin = default_detectors(patterns)
         if not self.use_defaults:  # the formats given, and the detectors given
             builtin = builtin[:1] if patterns else []
-        self.pipeline = Pipeline([*builtin, *self.detectors])
+        self.pipeline = pipeline_of((*builtin, *self.detectors))
         self.cache.clear()
 
     # -- the rules ----------------------------------------------------------------------------
@@ -316,21 +340,58 @@ class Redactor:
         walk = Walk(self)
         return walk.value(value, At(path)), walk.paths
 
-    def plain_key(self, key: str) -> bool:
-        """Whether a value under ``key`` that no format can be in (short, known clean, not
-        text) needs no look: not a credential name, not long enough to hide one, not an
-        identifier (a text known clean is not known clean as a name); remembered."""
-        plain = self.key_tier(key) is None and len(key) < 16 and key not in IDENTIFIER_KEYS
-        bounded_put(self.cache.plain_keys, key, plain)
-        return plain
+    def key_plan(self, key: str) -> int:
+        """What a key name needs, as flags (remembered): :data:`~.secret_walk.CREDENTIAL` (its
+        value is judged for its name), :data:`~.secret_walk.IDENTIFIER` (its value is an
+        identifier the model chose: a text known clean is not known clean as a name),
+        :data:`~.secret_walk.KEY_TEXT` (the key itself may hold a secret: long enough, not
+        allowed, and a format is in it or the evidence of its mapping could make it one)."""
+        plans = self.cache.key_plans
+        plan = plans.get(key)
+        if plan is None:
+            plan = 0
+            if self.key_tier(key) is not None:
+                plan |= CREDENTIAL
+            if key in IDENTIFIER_KEYS:
+                plan |= IDENTIFIER
+            if (
+                len(key) >= _MIN_SECRET_LEN
+                and key not in self._allow
+                and (
+                    self.callback is not None
+                    or (len(key) >= 16 and self.pipeline.find(key))
+                    or any(j.may_judge_unfound(key) for j in self.pipeline.unfound_judges)
+                )
+            ):
+                plan |= KEY_TEXT
+            bounded_put(plans, key, plan)
+        return plan
 
     def is_identifier_key(self, key: Any) -> bool:
         """Whether the value under ``key`` is an identifier the model chose."""
         return key in IDENTIFIER_KEYS
 
-    def is_allowed_key(self, key: str) -> bool:
-        """Whether ``key`` is never redacted for its name."""
-        return key in self._allow
+
+_DEFAULT: list[Redactor] = []
+
+
+def default_redactor() -> Redactor:
+    """The redactor with the default rules, one per process (built on first use; safe to share:
+    only its caches change). What otelhooks uses wherever a redactor is not given: the
+    redaction hook, the structlog events and processor, :func:`~otelhooks.setup_tracing`."""
+    if not _DEFAULT:
+        _DEFAULT.append(Redactor())
+    return _DEFAULT[0]
+
+
+def resolve(redactor: Redactor | bool | None) -> Redactor | None:
+    """What an option ``redactor=`` means: ``None`` or ``True`` the default redactor, ``False``
+    none (redaction off, as asked), a :class:`Redactor` itself."""
+    if redactor is None or redactor is True:
+        return default_redactor()
+    if redactor is False:
+        return None
+    return redactor
 
 
 def _check_patterns(patterns: Iterable[SecretPattern]) -> None:
@@ -360,7 +421,7 @@ class RedactionHook:
     after_failure = "fail_closed"
 
     def __init__(self, redactor: Redactor | None = None) -> None:
-        self.redactor = redactor if redactor is not None else Redactor()
+        self.redactor = redactor if redactor is not None else default_redactor()
 
     def after_tool_call(self, ctx: AfterToolCallContext) -> AfterOverride | None:
         """Redact the result's content and details (an override only when something was found)."""
@@ -395,7 +456,7 @@ class RedactingProcessor:
     renderer in your chain."""
 
     def __init__(self, redactor: Redactor | None = None) -> None:
-        self.redactor = redactor if redactor is not None else Redactor()
+        self.redactor = redactor if redactor is not None else default_redactor()
 
     def __call__(self, logger: Any, method_name: str, event_dict: Any) -> Any:
         scrubbed, _ = self.redactor.redact(event_dict)

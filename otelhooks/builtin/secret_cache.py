@@ -25,17 +25,17 @@ class ScanCache:
       produced, seen again as a span attribute or a log field, is not scanned twice);
     * ``clean``: short texts found clean, by value;
     * ``key_tiers``: the tier of each key name (:meth:`Redactor.key_tier`);
-    * ``plain_keys``: key names whose short or known-clean values need no look;
+    * ``key_plans``: what each key name needs (see :meth:`Redactor.key_plan`);
     * ``key_hints`` / ``value_hints``: the evidence a mapping's key or short value gives.
     """
 
-    __slots__ = ("clean", "key_hints", "key_tiers", "known", "plain_keys", "value_hints")
+    __slots__ = ("clean", "key_hints", "key_plans", "key_tiers", "known", "value_hints")
 
     def __init__(self) -> None:
         self.known: dict[int, str] = {}
         self.clean: dict[str, None] = {}
         self.key_tiers: dict[str, tuple[int, str] | None] = {}
-        self.plain_keys: dict[str, bool] = {}
+        self.key_plans: dict[str, int] = {}
         self.key_hints: dict[str, int] = {}
         self.value_hints: dict[str, int] = {}
 

@@ -37,7 +37,7 @@ import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Protocol
+from typing import Any, ClassVar, Final, NamedTuple, Protocol
 
 from . import secret_context as near
 from .secret_cache import ScanCache, bounded_put
@@ -67,6 +67,7 @@ __all__ = [
     "Pipeline",
     "TextView",
     "merge",
+    "pipeline_of",
     "redacted",
     "replace_findings",
 ]
@@ -202,8 +203,7 @@ class MappingView:
         self.memo: dict[str, Any] = {}
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
+class Field(NamedTuple):
     """One item of a mapping: its key and value, the path to it, and the mapping."""
 
     key: Any
@@ -220,7 +220,9 @@ class Detector:
     (``format``, ``key_name``, ``structure``, ``nearby``, ``encoded``...); ``priority`` orders
     them in the merge (:func:`merge`); a detector that ``yields`` gives way where a detector of
     higher priority found something. ``keywords`` (lower case) gate :meth:`find`: it runs on a
-    text only where one of them occurs, unless ``always`` is set."""
+    text only where one of them occurs, unless ``always`` is set. A detector whose
+    :meth:`judge_value` only ever judges values under credential names says so with
+    ``judges_credential_names_only`` (the redactor then skips the others without asking it)."""
 
     name: ClassVar[str] = "detector"
     family: ClassVar[str] = "custom"
@@ -228,6 +230,7 @@ class Detector:
     yields: ClassVar[bool] = False
     keywords: tuple[str, ...] = ()
     always: bool = False
+    judges_credential_names_only: ClassVar[bool] = False
 
     def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
         """The secrets in ``view``. ``hits``: where the gate found each of this detector's
@@ -240,11 +243,17 @@ class Detector:
         to let it be searched."""
         return None
 
-    def judges_every_value(self, where: MappingView) -> bool:
-        """Whether :meth:`judge_value` must see every value of the mapping ``where`` (short
-        ones and those under keys no credential name is in too: the redactor skips those
-        otherwise). The default, for a detector that judges values, is yes."""
+    def judges_every_value(self, outer: MappingView | None, key: Any) -> bool:
+        """Whether :meth:`judge_value` must see every value of the mapping found under ``key``
+        in ``outer`` (short ones and those under keys no credential name is in too: the
+        redactor skips those otherwise). The default, for a detector that judges values, is
+        yes."""
         return type(self).judge_value is not Detector.judge_value
+
+    def may_judge_unfound(self, text: str) -> bool:
+        """Whether :meth:`judge_unfound` could redact ``text`` under any evidence (a cheap
+        test: a key name for which it says no is never looked at again). The default is yes."""
+        return type(self).judge_unfound is not Detector.judge_unfound
 
     def judge_unfound(self, field: Field, text: str) -> str | None:
         """The kind to redact ``text`` (the field's value, or its key) with when no detector
@@ -303,6 +312,10 @@ class Pipeline:
         self._finders = tuple(type(d).find is not Detector.find for d in self.detectors)
         self.value_judges = tuple(
             d for d in self.detectors if type(d).judge_value is not Detector.judge_value
+        )
+        # those that may ask to see every value of a mapping (not only the credential-named)
+        self.every_value_judges = tuple(
+            d for d in self.value_judges if not d.judges_credential_names_only
         )
         self.unfound_judges = tuple(
             d for d in self.detectors if type(d).judge_unfound is not Detector.judge_unfound
@@ -483,6 +496,7 @@ class KeyNameDetector(Detector):
     family = "key_name"
     priority = 90
     keywords = KEY_WORDS
+    judges_credential_names_only = True
 
     def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
         """Values after the credential names the gate found."""
@@ -500,10 +514,6 @@ class KeyNameDetector(Detector):
         if tier[0] == 1 or (isinstance(value, str) and looks_random(value)):
             return tier[1]
         return None
-
-    def judges_every_value(self, where: MappingView) -> bool:
-        """No: only values under credential names, which the redactor never skips."""
-        return False
 
 
 def has_content(value: Any) -> bool:
@@ -541,12 +551,12 @@ class KubernetesSecretDetector(Detector):
             return "kubernetes_secret"
         return None
 
-    def judges_every_value(self, where: MappingView) -> bool:
+    def judges_every_value(self, outer: MappingView | None, key: Any) -> bool:
         """Every value of the ``data``/``stringData`` of a Secret, however short."""
         return (
-            where.outer is not None
-            and where.outer_key in ("data", "stringData")
-            and is_kubernetes_secret(where.outer.mapping)
+            outer is not None
+            and key in ("data", "stringData")
+            and is_kubernetes_secret(outer.mapping)
         )
 
 
@@ -737,12 +747,16 @@ class NearbyEvidenceDetector(Detector):
         """secret when the evidence of the mapping vouches for the text."""
         if len(text) < 8:
             return None
-        evidence = self.evidence(field.where)
-        if not evidence:
-            return None
         if text is field.value and type(field.key) is str and public_tail(field.key):
             return None  # request_id, name, url: identifiers meant to be seen
-        return "secret" if near.qualifies(text, evidence) else None
+        if not near.qualifies(text, near.STRONG):
+            return None  # not even the strongest evidence would make it a secret
+        evidence = self.evidence(field.where)
+        return "secret" if evidence and near.qualifies(text, evidence) else None
+
+    def may_judge_unfound(self, text: str) -> bool:
+        """Only a text that the strongest evidence would make a secret."""
+        return near.qualifies(text, near.STRONG)
 
     def evidence(self, where: MappingView) -> int:
         """The evidence a mapping gives its values and keys: its own, or the mapping's it is
@@ -822,15 +836,27 @@ def identifier_findings(text: str) -> Iterator[Finding]:
 
 
 def default_detectors(patterns: Sequence[SecretPattern]) -> list[Detector]:
-    """The built-in detectors over ``patterns``."""
-    return [
+    """The built-in detectors over ``patterns`` (built once per set of patterns: they hold
+    nothing a redactor changes)."""
+    return list(_default_detectors(tuple(patterns)))
+
+
+@functools.lru_cache(maxsize=32)
+def _default_detectors(patterns: tuple[SecretPattern, ...]) -> tuple[Detector, ...]:
+    return (
         FormatDetector(patterns),
         KeyNameDetector(),
         KubernetesSecretDetector(),
         DataUrlDetector(),
         NearbyEvidenceDetector(),
         EncodedBlobDetector(),
-    ]
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def pipeline_of(detectors: tuple[Detector, ...]) -> Pipeline:
+    """The pipeline of ``detectors`` (built once per tuple of detector objects)."""
+    return Pipeline(detectors)
 
 
 __all__ += [

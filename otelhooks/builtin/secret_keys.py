@@ -429,6 +429,7 @@ def public_name(name: str) -> bool:
     return public_tail(name) or any(s in _PUBLIC_WORDS for s in normalise(name))
 
 
+@functools.lru_cache(maxsize=4096)
 def public_tail(name: str) -> bool:
     """Whether a key name ends in a word for something meant to be seen (``request_id``,
     ``display_name``, ``callback_url``)."""

@@ -21,8 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from .secret_detectors import (
     Field,
@@ -41,6 +40,11 @@ MAX_JSON_WALK: Final = 16_384  # JSON text up to this size is walked as structur
 _INERT: Final = frozenset({bool, int, float})
 _JSON_START: Final = ("{", "[")
 _UNSET: Final = object()
+
+# What a key name needs (Redactor.key_plan), as flags.
+CREDENTIAL: Final = 1  # a credential's name: its value is judged for it
+IDENTIFIER: Final = 2  # its value is an identifier the model chose
+KEY_TEXT: Final = 4  # the key itself may be a secret
 
 
 class Redacting(Walker, Protocol):
@@ -64,21 +68,16 @@ class Redacting(Walker, Protocol):
         """An identifier the model chose with its secrets replaced, and their kinds."""
         ...
 
-    def plain_key(self, key: str) -> bool:
-        """Whether a short or known-clean value under ``key`` needs no look."""
+    def key_plan(self, key: str) -> int:
+        """What a key name needs (:data:`CREDENTIAL`, :data:`IDENTIFIER`, :data:`KEY_TEXT`)."""
         ...
 
     def is_identifier_key(self, key: Any) -> bool:
         """Whether the value under ``key`` is an identifier the model chose."""
         ...
 
-    def is_allowed_key(self, key: str) -> bool:
-        """Whether ``key`` is never redacted for its name."""
-        ...
 
-
-@dataclass(frozen=True, slots=True)
-class At:
+class At(NamedTuple):
     """Where a value is: its path, how deep, and the mapping it is in with its key there (a
     container inside a mapping takes what the mapping says about its items along)."""
 
@@ -110,7 +109,7 @@ class Walk:
         if at.depth > MAX_DEPTH:
             self.paths.append(at.path or "$")  # too deep to inspect: never pass it on unread
             return redacted("too_deep")
-        if isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):
             return self.mapping(value, at)
         if isinstance(value, (list, tuple)):
             return self.sequence(value, at)
@@ -215,41 +214,51 @@ class Walk:
     def mapping(self, value: Mapping[Any, Any], at: At) -> Any:
         """A mapping's items: each value judged, walked or judged again; each key read."""
         redactor = self.redactor
+        pipeline = redactor.pipeline
         out: dict[Any, Any] | None = None
-        where = MappingView(value, at.where, at.key, redactor)
-        value_judges = redactor.pipeline.value_judges
-        plain = redactor.callback is None and not any(
-            judge.judges_every_value(where) for judge in value_judges
-        )
-        cache = redactor.cache
-        plain_keys = cache.plain_keys
+        where: MappingView | None = None
+        plain = redactor.callback is None
+        for judge in pipeline.every_value_judges:
+            if judge.judges_every_value(at.where, at.key):
+                plain = False
+                break
+        known = redactor.cache.known
+        plans = redactor.cache.key_plans
+        key_plan = redactor.key_plan
         path = at.path
         for key, item in value.items():
-            if (  # the common case, decided without building the item's path
-                plain
-                and (
-                    item is None
-                    or type(item) in _INERT
-                    or (type(item) is str and (len(item) < MIN_SECRET_LEN or cache.is_known(item)))
-                )
-                and type(key) is str
-                and ((seen := plain_keys.get(key)) or (seen is None and redactor.plain_key(key)))
-            ):
+            plan = -1
+            if plain and type(key) is str:  # the common case, decided without the item's path
+                plan = plans.get(key, -1)
+                if plan < 0:
+                    plan = key_plan(key)
+                if not plan & (CREDENTIAL | KEY_TEXT):
+                    kind = type(item)
+                    if item is None or kind in _INERT:
+                        continue
+                    if kind is str and (
+                        len(item) < MIN_SECRET_LEN
+                        or (not plan & IDENTIFIER and known.get(id(item)) is item)
+                    ):
+                        continue
+            elif plain and (item is None or type(item) in _INERT):
                 continue
-            if plain and type(key) is not str and (item is None or type(item) in _INERT):
-                continue
+            if where is None:
+                where = MappingView(value, at.where, at.key, redactor)
             sub_path = f"{path}.{key}" if path else str(key)
             field = Field(key, item, sub_path, where)
             new: Any = _UNSET
-            for judge in value_judges:
-                kind = judge.judge_value(field)
-                if kind is not None:
-                    new = redacted(kind)
+            for judge in pipeline.value_judges:
+                judged = judge.judge_value(field)
+                if judged is not None:
+                    new = redacted(judged)
                     self.paths.append(sub_path)
                     break
             if new is _UNSET:
                 new = self._item(field, At(sub_path, at.depth + 1, where, key))
-            new_key = self._key(field, path, value, out)
+            new_key = key
+            if type(key) is str and (plan if plan >= 0 else key_plan(key)) & KEY_TEXT:
+                new_key = self._key(field, path, value, out)
             if new is not item or new_key is not key:
                 if out is None:
                     out = dict(value)
@@ -279,16 +288,10 @@ class Walk:
     def _key(
         self, field: Field, path: str, value: Mapping[Any, Any], out: dict[Any, Any] | None
     ) -> Any:
-        """A key, redacted like a value when it holds a secret (renamed apart from the other
-        keys)."""
+        """A key that may hold a secret (:data:`KEY_TEXT`), redacted like a value when it does
+        (renamed apart from the other keys)."""
         key = field.key
-        if (
-            not isinstance(key, str)
-            or len(key) < MIN_SECRET_LEN
-            or self.redactor.is_allowed_key(key)
-        ):
-            return key
-        new_key, kinds = self.redactor.redact_text(key, field.path) if len(key) >= 16 else (key, [])
+        new_key, kinds = self.redactor.redact_text(key, field.path)
         if not kinds:
             kind = self._unfound(field, key)
             if kind is None:
