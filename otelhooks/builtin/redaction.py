@@ -302,7 +302,7 @@ class Redactor:
         new_text, kinds = self.redact_text(text, path)
         if not self.enabled or len(new_text) < 16:
             return new_text, kinds
-        findings = merge(new_text, list(identifier_findings(new_text)))
+        findings = merge(new_text, list(identifier_findings(new_text, self.pipeline)))
         if not findings:
             return new_text, kinds
         replaced, more = replace_findings(new_text, findings)

@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-from .secret_keys import ValueSpan, is_placeholder, looks_random, public_name
+from .secret_keys import DIGEST, ValueSpan, is_placeholder, looks_random, public_name
 
 REACH: Final = 48  # characters between the end of the word and the start of the token
 _MAX_TOKENS: Final = 6
@@ -372,8 +372,9 @@ _WORD_END: Final = re.compile(r"[a-z0-9]*")
 
 def qualifies(token: str, strength: int, password: bool = False) -> bool:
     """Whether ``token`` is a secret given evidence of ``strength`` near it (``NAME=value``: the
-    value, unless the name labels it public)."""
-    if len(token) < 8 or token.startswith("[REDACTED:"):
+    value, unless the name labels it public). A digest labelled with its algorithm
+    (``h1:...``, ``sha256=...``, ``...@sha256:...``) never is."""
+    if len(token) < 8 or token.startswith("[REDACTED:") or DIGEST.search(token):
         return False
     core = token
     if token.count("=") == 1 and not token.endswith("="):
@@ -420,13 +421,20 @@ def _parts(token: str) -> Iterator[str]:
 
 
 def _password_like(token: str) -> bool:
+    """Three classes of characters, with a digit or a symbol that no word is spelt with (a
+    hyphenated word, ``Comma-separated``, is no password)."""
     classes = (
         any(c.islower() for c in token)
         + any(c.isupper() for c in token)
         + any(c.isdigit() for c in token)
         + any(not c.isalnum() for c in token)
     )
-    return len(token) >= 8 and classes >= 3 and not token.isidentifier()
+    return (
+        len(token) >= 8
+        and classes >= 3
+        and not token.isidentifier()
+        and any(c.isdigit() or (not c.isalnum() and c not in "-._") for c in token)
+    )
 
 
 def proximity_spans(
@@ -478,6 +486,8 @@ def proximity_spans(
 def proximity_strength(text: str) -> int:
     """The evidence a short string (a key, a value naming a service) gives its neighbours."""
     lowered = text.lower()
+    if "/" in lowered or "@" in lowered:
+        return 0  # a URL, a path, a package reference (pkg:npm/js-tokens@4.0.0): where, not what
     best = 0
     for word in _SPLIT.split(lowered):
         best = max(best, PROXIMITY_WORDS.get(word, 0))

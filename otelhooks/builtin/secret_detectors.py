@@ -799,6 +799,8 @@ class NearbyEvidenceDetector(Detector):
         # a value that names a credential, or a key the redactor would redact for its name
         if classify(text) is not None and (not as_key or redactor.key_tier(text)):
             strength = near.STRONG
+        elif as_key and public_tail(text):
+            strength = 0  # docker_version, github_url: a service's name on something public
         else:
             strength = min(near.proximity_strength(text), near.STRONG)
         bounded_put(cache, text, strength)
@@ -819,16 +821,26 @@ def _generated(part: str) -> bool:
     return looks_random(part) and _HEXISH.fullmatch(part) is None
 
 
-def identifier_findings(text: str) -> Iterator[Finding]:
+def identifier_findings(text: str, pipeline: Pipeline) -> Iterator[Finding]:
     """In a name the model chose (a tool name, a call id): every part that looks generated and
-    is not an id's usual shape (hex, a UUID, a provider's ``call_...``/``toolu_...``)."""
+    is not an id's usual shape (hex, a UUID, a provider's ``call_...``/``toolu_...``), and
+    every known format after a word prefix (``lookup_ghp_...``: the prefix hides the token's
+    start from the formats)."""
     for match in _ID_RUN.finditer(text):
         run = match.group()
         if _PROVIDER_ID.fullmatch(run):
             continue
         start = match.start()
         prefix = _ID_PREFIX.match(run)
-        if not _generated(run) and prefix is not None and _generated(run[prefix.end() :]):
+        if not _generated(run) and prefix is not None:
+            rest = run[prefix.end() :]
+            if not _generated(rest):
+                found = pipeline.find(rest)
+                base = start + prefix.end()
+                yield from (
+                    Finding(base + f.start, base + f.end, f.kind, f.detector, 100) for f in found
+                )
+                continue
             start += prefix.end()
         elif not _generated(run):
             continue

@@ -198,17 +198,30 @@ PATTERNS: tuple[SecretPattern, ...] = (
     # -- keys and certificates --------------------------------------------------------------
     _p(
         "private_key",
-        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
-        r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+        # a body after the header (its own header lines first: Proc-Type, DEK-Info), or the
+        # end of the text right after it (a key cut there); a header round nothing else (in a
+        # table, in code) holds no key
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\[nr])*"
+        r"(?:(?:[A-Za-z-]+:[^\n]*(?:\n|\\n)(?:\s|\\[nr])*)*[A-Za-z0-9+/=]{16}[\s\S]*?"
+        r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)|…|\Z)",
         "private key",
         context=True,
         samples=(
             "-----BEGIN RSA PRIVATE KEY-----\n«MIIEowIBAAKCAQEA{b64}\n{b64}\n{b40}»\n"
             "-----END RSA PRIVATE KEY-----",
+            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n"
+            "DEK-Info: AES-128-CBC,{H32}\n\n«{b64}\n{b64}»\n-----END RSA PRIVATE KEY-----",
+            '{"key": "-----BEGIN EC PRIVATE KEY-----\\n«MHcCAQEEI{b40}\\n{b40}»\\n'
+            '-----END EC PRIVATE KEY-----\\n"}',
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n«b3BlbnNzaC1rZXktdjEAAAAA{b40}»",
+            "error: unknown tool '«-----BEGIN RSA PRIVATE KEY-----\\n…»[truncated: 190 chars]'",
         ),
         negatives=(
             "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n"
             "-----END PUBLIC KEY-----",
+            "| Asymmetric Private Key | -----BEGIN RSA PRIVATE KEY----- |",
+            "_SK_START = b'-----BEGIN OPENSSH PRIVATE KEY-----'",
+            "-----BEGIN PRIVATE KEY-----\nNONONONO\n-----END PRIVATE KEY-----",
         ),
     ),
     _p(
