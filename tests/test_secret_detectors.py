@@ -194,3 +194,81 @@ def test_detectors_run_in_priority_order_and_the_families_are_named() -> None:
     detectors = Redactor().pipeline.detectors
     assert [d.priority for d in detectors] == sorted((d.priority for d in detectors), reverse=True)
     assert {d.family for d in detectors} == {"format", "key_name", "structure", "nearby", "encoded"}
+
+
+# -- what the held-out measurement taught (general shapes, not samples) ---------------------------
+
+PKCS1_BODY = (
+    "MIIEowIBAAKCAQEAu/Nua0/1y08gkbnBfKd6VDHia8Na0ATgMQqZ4YEbi/t73g84IEPQPkLbPF3X "
+    "De++JA1QzqTZbbePLsW44DbbgMX/5jj+Sh2SvGe5IXNeNwyyMox+DKQccJUPxbCxnhF/gSnF76cM"
+)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Here is the key: {PKCS1_BODY} (rotate it)",
+        f"API_KEY={PKCS1_BODY}",
+        "KEY=" + PKCS1_BODY.replace(" ", "\\n"),  # an env file's key with escaped line breaks
+    ],
+    ids=["prose", "env", "env with escaped lines"],
+)
+def test_a_private_key_body_without_its_pem_lines_is_removed(text: str) -> None:
+    out = Redactor().scrub_text(text)
+    assert "De++JA1Q" not in out and "MIIEowIB" not in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cert: MIIDdzCCAl+gAwIBAgIEbz3rfTANBgkqhkiG9w0BAQsFADBsMRAwDgYDVQQGEwdVbmtub3duMRAwDgYD",
+        "pub: MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLez",
+    ],
+    ids=["certificate", "public key"],
+)
+def test_a_certificate_or_public_key_body_is_kept(text: str) -> None:
+    assert Redactor().scrub_text(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "github.com/aws/aws-sdk-go-v2/credentials v1.19.34 "
+        "h1:y6GkSmcv5myd1ngrYbGmiLlwQqB6TQhOuN/tbSSuWDY=",
+        "anthropic/types/org_api_key_limit.py,sha256=cPvSFupw0b8llKQmqyzbA4dRWfktdj3XQiE7v7spKHc,550",
+        '"integrity": "sha512-3Qv9Kp2Yx8yWbQ1mJ0nS5p6Zx4rT7uV2wA9bC3dE6fG1hI4jK7lM0nO3pQ6"',
+        "cosign sign --key cosign.key docker.io/acme/app@sha256:"
+        "c5911ac313e0be82a740bd726dc290e655800a9588424ba4e0558c705d1287fd",
+        "github.com/bgentry/go-netrc v0.0.0-20140422174119-9fd32a8b3d3d/go.mod "
+        "h1:6QX/PXZ00z/TKoufEY6K/a0k6AhaJrQKdFe6OfVXsa4=",
+    ],
+    ids=["go.sum", "RECORD", "npm integrity", "image digest", "pseudo-version"],
+)
+def test_digests_labelled_with_their_algorithm_and_versions_are_kept(text: str) -> None:
+    assert Redactor().scrub_text(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "if isinstance(key, (Ed25519PublicKey, Ed448PublicKey)):",
+        "load_key_and_certificates = rust_pkcs12.load_key_and_certificates",
+        'OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY = "OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY"',
+        "token = ctx = span_kind = None",
+        "password=parts['password'],",
+        "password: str",
+        "--password-stdin    password from stdin. Comma-separated passwords are not supported.",
+        "export AZURE_CLIENT_SECRET=$(echo $SP_DATA | jq -r '.password')",
+        '"private_key_id": "XXXXXXXXXXXXXXXXXXXXxx",',
+    ],
+)
+def test_code_names_types_and_placeholders_are_kept(text: str) -> None:
+    assert Redactor().scrub_text(text) == text
+
+
+def test_a_generated_token_is_still_not_a_name() -> None:
+    text = "the Datadog key is c7Q2xZp9Lm4Rt8Vw3Ny6Kb1H"
+    assert "c7Q2xZp9" not in Redactor().scrub_text(text)
+    assert Redactor().redact({"MAILGUN_KEY": "c7Q2xZp9Lm4Rt8Vw3Ny6Kb1H"})[0] == {
+        "MAILGUN_KEY": "[REDACTED:api_key]"
+    }

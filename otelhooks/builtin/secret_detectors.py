@@ -55,6 +55,7 @@ from .secret_rules import SecretPattern, negatives_of, samples_of, trie_regex
 
 __all__ = [
     "DataUrlDetector",
+    "DerPrivateKeyDetector",
     "Detector",
     "EncodedBlobDetector",
     "Field",
@@ -501,7 +502,10 @@ class KeyNameDetector(Detector):
     def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
         """Values after the credential names the gate found."""
         positions = sorted(p for ps in hits.values() for p in ps)
-        return [self.finding(s, e, kind) for s, e, kind in key_value_spans(view.work, positions)]
+        return [
+            self.finding(s, e, kind)
+            for s, e, kind in key_value_spans(view.work, positions, view.text)
+        ]
 
     def judge_value(self, field: Field) -> str | None:
         """The kind of the key name when the value is worth redacting under it."""
@@ -573,6 +577,76 @@ def b64decode(text: str) -> str | None:
         return raw.decode("utf-8")
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
+
+
+# Where a private key's DER body may start: "MI"/"MH"/"MC" (a SEQUENCE of its lengths) or the
+# base64 of "openssh-key-v1", not inside a longer base64 run.
+_DER_START: Final = re.compile(r"(?<![A-Za-z0-9+/])(?:M[IHC][A-Za-z0-9+/]{14}|b3BlbnNzaC1rZXktdjE)")
+_KEY_BODY: Final = re.compile(r"[A-Za-z0-9+/=]+(?:(?:\s|\\[nr])+[A-Za-z0-9+/=]+)*")
+_MIN_KEY_BODY: Final = 64
+_KEY_VERSIONS: Final = frozenset({0, 1})
+_AFTER_VERSION: Final = frozenset({0x02, 0x30, 0x04})  # INTEGER, SEQUENCE, OCTET STRING
+
+
+def der_private_key(blob: str) -> bool:
+    """Whether base64 ``blob`` starts as a private key does in DER (PKCS#1 RSA or DSA, SEC 1
+    EC, PKCS#8: a SEQUENCE whose first element is the version, 0 or 1, then an INTEGER, an
+    AlgorithmIdentifier or an OCTET STRING) or as an OpenSSH private key. Certificates and
+    public keys (a SEQUENCE in a SEQUENCE) do not."""
+    if blob.startswith("b3BlbnNzaC1rZXktdjE"):  # "openssh-key-v1"
+        return True
+    raw = b64bytes(blob[:24])
+    if raw is None or len(raw) < 8 or raw[0] != 0x30:
+        return False
+    offset = {0x82: 4, 0x81: 3}.get(raw[1], 2 if raw[1] < 0x80 else 0)
+    head = raw[offset : offset + 4] if offset else b""
+    return (
+        len(head) == 4
+        and head[:2] == b"\x02\x01"
+        and head[2] in _KEY_VERSIONS
+        and head[3] in _AFTER_VERSION
+    )
+
+
+def b64bytes(text: str) -> bytes | None:
+    """``text`` (standard base64) decoded, cut to whole groups of four; ``None`` if it is not
+    base64."""
+    text = text[: len(text) - len(text) % 4]
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+class DerPrivateKeyDetector(Detector):
+    """A private key's body without its PEM lines (``MIIEowIBAAKCAQEA...``: the lines
+    between ``-----BEGIN`` and ``-----END``, as a file or a field may hold them): a base64
+    block of 64+ characters, over several lines or not, that starts as a private key does in
+    DER (:func:`der_private_key`)."""
+
+    name = "der_private_key"
+    family = "structure"
+    priority = 85
+    always = True  # looked for only where a long token holds a start: cheap
+
+    def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
+        """Base64 blocks that start as a DER private key."""
+        if not any(_DER_START.search(t) for t in view.long_tokens):
+            return ()
+        found = []
+        work = view.work
+        cursor = 0
+        for match in _DER_START.finditer(work):
+            start = match.start()
+            if start < cursor:
+                continue
+            body = _KEY_BODY.match(work, start)
+            if body is None:
+                continue
+            cursor = end = body.end()
+            if end - start >= _MIN_KEY_BODY and der_private_key(work[start : start + 24]):
+                found.append(self.finding(start, end, "private_key"))
+        return found
 
 
 _DATA_URL: Final = re.compile(r"data:[\w/+.-]*;base64,([A-Za-z0-9+/]{16,}={0,2})")
@@ -859,6 +933,7 @@ def _default_detectors(patterns: tuple[SecretPattern, ...]) -> tuple[Detector, .
         FormatDetector(patterns),
         KeyNameDetector(),
         KubernetesSecretDetector(),
+        DerPrivateKeyDetector(),
         DataUrlDetector(),
         NearbyEvidenceDetector(),
         EncodedBlobDetector(),

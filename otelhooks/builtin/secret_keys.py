@@ -623,8 +623,13 @@ _XML_VALUE: Final = re.compile(r"\s*([^<]*?)\s*</")
 PLACEHOLDER: Final = "[REDACTED:"  # how every replacement starts (redaction.redacted)
 
 
-def key_value_spans(text: str, positions: list[int]) -> Iterator[ValueSpan]:
-    """Value spans under credential names; ``positions`` are where a key word occurs."""
+def key_value_spans(
+    text: str, positions: list[int], original: str | None = None
+) -> Iterator[ValueSpan]:
+    """Value spans under credential names; ``positions`` are where a key word occurs.
+    ``original``: the text before JSON escapes were read as line breaks (``text`` is read with
+    them); an unquoted value goes on over escaped line breaks there (a PEM key in an env
+    file: ``KEY=MIIE...\\nuks3...``)."""
     seen_keys: set[int] = set()
     for pos in positions:
         start = pos
@@ -651,6 +656,8 @@ def key_value_spans(text: str, positions: list[int]) -> Iterator[ValueSpan]:
         if span is None:
             continue
         vstart, vend, code, loose = span
+        if original is not None and original.startswith("\\n", vend):
+            vend = _escaped_lines(original, vend)
         if text.startswith(PLACEHOLDER, vstart):
             continue  # already redacted: redacting twice changes nothing
         value = text[vstart:vend]
@@ -665,6 +672,16 @@ def key_value_spans(text: str, positions: list[int]) -> Iterator[ValueSpan]:
             continue  # CLIENT_KEY = "CLIENT_KEY": a name repeated, not a value
         if worth_redacting(value, tier, code=code):
             yield ValueSpan(vstart, vend, found[1])
+
+
+_ESCAPED_LINE: Final = re.compile(r"(?:\\n[A-Za-z0-9+/=]+)+")
+
+
+def _escaped_lines(original: str, end: int) -> int:
+    """Where a value that goes on over escaped line breaks of base64 (``\\nuks3...``)
+    ends."""
+    more = _ESCAPED_LINE.match(original, end)
+    return more.end() if more is not None else end
 
 
 _IDENTIFIER: Final = re.compile(r"[(\[]*[A-Za-z_][\w.]*(?:[\[(].*)?")

@@ -198,12 +198,14 @@ PATTERNS: tuple[SecretPattern, ...] = (
     # -- keys and certificates --------------------------------------------------------------
     _p(
         "private_key",
-        # a body after the header (its own header lines first: Proc-Type, DEK-Info), or the
-        # end of the text right after it (a key cut there); a header round nothing else (in a
-        # table, in code) holds no key
-        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:\s|\\[nr])*"
-        r"(?:(?:[A-Za-z-]+:[^\n]*(?:\n|\\n)(?:\s|\\[nr])*)*[A-Za-z0-9+/=]{16}[\s\S]*?"
-        r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)|…|\Z)",
+        # a body of base64 after the header (its own header lines first: Proc-Type, DEK-Info),
+        # over lines, spaces and escape residue (a JSON string in JSON), to its END line if
+        # there is one; or the end of the text right after the header (a key cut there). A
+        # header round nothing else (in a table, in code) holds no key.
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----[\s\\]*"
+        r"(?:(?:[A-Za-z-]+:[^\n]*\n[\s\\]*)*[A-Za-z0-9+/=]{16}[A-Za-z0-9+/=]*"
+        r"(?:[\s\\]+[A-Za-z0-9+/=]+)*(?:[\s\\]*-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)?"
+        r"|…|\Z)",
         "private key",
         context=True,
         samples=(
@@ -715,7 +717,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
     # -- observability ------------------------------------------------------------------------
     _p(
         "grafana_token",
-        r"(?<![A-Za-z0-9_])(?:glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[a-f0-9]{8}|"
+        r"(?<![A-Za-z0-9_])(?:glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|"
         r"eyJrIjoi[A-Za-z0-9]{70,}={0,2})",
         "glc_",
         "glsa_",
