@@ -280,3 +280,66 @@ def test_a_real_twitter_bearer_token_is_still_one() -> None:
     token = "AAAAAAAAAAAAAAAAAAAAAMLheAAAAAAA0%2BuSeid%2BULvsea4JtiGRiSDSJSI%3DEUifiRBkKG5E2XzMDjRfl76ZC9Ub0wnz4XsNiRVBChTYbJcE3F"  # noqa: E501
     assert Redactor().scrub_text(f"Bearer {token}") == "Bearer [REDACTED:twitter_bearer_token]"
     assert Redactor().scrub_text(f"see {token} here") == "see [REDACTED:twitter_bearer_token] here"
+
+
+# -- a large result ------------------------------------------------------------------------------
+
+
+def _large(around: int) -> str:
+    """About 600 KB of base64 lines, a token placed ``around`` characters in."""
+    import base64
+    import random
+
+    rng = random.Random(5)
+    lines = [base64.b64encode(rng.randbytes(57)).decode() for _ in range(8000)]
+    text = "\n".join(lines)
+    cut = text.rfind("\n", 0, around) + 1
+    return text[:cut] + f"auth token {TOKEN} and {PEM}\n" + text[cut:]
+
+
+@pytest.mark.parametrize("around", [65_536 - 40, 131_072, 400_000], ids=["at a cut", "mid", "late"])
+def test_a_secret_in_a_large_text_is_removed_wherever_the_text_is_cut(around: int) -> None:
+    from otelhooks.builtin.redaction import CHUNK
+
+    text = _large(around)
+    assert len(text) > 4 * CHUNK
+    out = Redactor().scrub_text(text)
+    assert leftover(TOKEN, out) is None and leftover(PEM_BODY, out) is None
+
+
+def test_a_large_result_is_redacted_off_the_event_loop() -> None:
+    """The hook hands the core an awaitable that redacts in a worker thread: another task of
+    the same loop runs while it does (event-based: the other task must get a turn)."""
+    import threading
+
+    seen_threads: set[int] = set()
+    redactor = Redactor(callback=lambda path, text: seen_threads.add(threading.get_ident()))
+    hook = RedactionHook(redactor)
+    from otelhooks import ToolResult
+
+    big = ToolResult("c1", "emit", _large(300_000))
+
+    async def main() -> tuple[Any, bool]:
+        ticked = asyncio.Event()
+
+        async def other() -> None:
+            ticked.set()
+
+        pending = hook.after_tool_call(type("Ctx", (), {"result": big})())  # type: ignore[arg-type]
+        assert asyncio.iscoroutine(pending)
+        task = asyncio.create_task(other())
+        override = await pending
+        await task
+        return override, ticked.is_set()
+
+    override, ticked = asyncio.run(main())
+    assert ticked and threading.get_ident() not in seen_threads
+    assert override is not None and leftover(TOKEN, override.content) is None
+
+
+def test_redact_async_is_inline_for_small_values_and_threaded_for_large() -> None:
+    redactor = Redactor()
+    small, _ = asyncio.run(redactor.redact_async({"token": TOKEN}))
+    assert small == {"token": "[REDACTED:token]"}
+    large, paths = asyncio.run(redactor.redact_async([_large(200_000)]))
+    assert paths and leftover(TOKEN, large[0]) is None

@@ -23,8 +23,9 @@ strings of a list are also read joined line by line (a private key or a YAML blo
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -36,6 +37,7 @@ from ..telemetry import attributes as A
 from .secret_cache import CLEAN_MAX_LEN, ScanCache, bounded_put
 from .secret_detectors import (
     Detector,
+    Finding,
     Pipeline,
     check_detector,
     default_detectors,
@@ -127,6 +129,9 @@ IDENTIFIER_KEYS: Final = frozenset(
 )
 
 _MIN_SECRET_LEN: Final = 8
+CHUNK: Final = 65_536  # a text longer than two of these is read in pieces (Redactor._chunked)
+OVERLAP: Final = 8_192  # ... each with this much of the next
+LARGE: Final = 131_072  # a result this large is redacted in a worker thread (RedactionHook)
 _HEX_ID: Final = re.compile(r"[0-9a-f]+|[0-9A-F]+")
 _MAX_ID: Final = 64
 _UNSET: Final = object()
@@ -292,8 +297,27 @@ class Redactor:
     def _scan(self, text: str) -> tuple[str, list[str]]:
         if len(text) < _MIN_SECRET_LEN:
             return text, []
-        findings = self.pipeline.find(text)
+        findings = self.pipeline.find(text) if len(text) <= 2 * CHUNK else self._chunked(text)
         return replace_findings(text, findings) if findings else (text, [])
+
+    def _chunked(self, text: str) -> list[Finding]:
+        """The findings of a large text, read in pieces of :data:`CHUNK` characters that end
+        at a line break, each read with the :data:`OVERLAP` characters after it (a secret or
+        its evidence across the cut is found in the piece it starts in). No scan of the text
+        runs long, so a thread doing this gives the interpreter up often."""
+        findings: list[Finding] = []
+        start = 0
+        while start < len(text):
+            end = min(len(text), start + CHUNK)
+            line = text.find("\n", end, end + 4096)
+            end = line + 1 if line >= 0 else end
+            for f in self.pipeline.find(text[start : min(len(text), end + OVERLAP)]):
+                if f.start < end - start:
+                    findings.append(
+                        Finding(f.start + start, f.end + start, f.kind, f.detector, f.priority)
+                    )
+            start = end
+        return merge(text, findings)
 
     def redact_identifier(self, text: str, path: str = "") -> tuple[str, list[str]]:
         """An identifier the model chose (a tool name, a call id) with secrets replaced: the
@@ -339,6 +363,14 @@ class Redactor:
             return value, []
         walk = Walk(self)
         return walk.value(value, At(path)), walk.paths
+
+    async def redact_async(self, value: Any, path: str = "") -> tuple[Any, list[str]]:
+        """:meth:`redact`, in a worker thread when ``value`` is large (a text or structure of
+        :data:`LARGE` characters or more), so that an event loop that awaits it goes on
+        serving others meanwhile; inline otherwise."""
+        if _size(value) < LARGE:
+            return self.redact(value, path)
+        return await asyncio.to_thread(self.redact, value, path)
 
     def key_plan(self, key: str) -> int:
         """What a key name needs, as flags (remembered): :data:`~.secret_walk.CREDENTIAL` (its
@@ -394,6 +426,22 @@ def resolve(redactor: Redactor | bool | None) -> Redactor | None:
     return redactor
 
 
+def _size(value: Any, budget: int = LARGE) -> int:
+    """A lower bound of how many characters ``value`` holds, counted up to ``budget``."""
+    if isinstance(value, (str, bytes, bytearray)):
+        return len(value)
+    if isinstance(value, Mapping):
+        value = [*value.keys(), *value.values()]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        total = 0
+        for item in value:
+            total += _size(item, budget - total)
+            if total >= budget:
+                break
+        return total
+    return 0
+
+
 def _check_patterns(patterns: Iterable[SecretPattern]) -> None:
     """Rules given to a redactor that carry samples must pass them (fail closed: a rule that
     cannot find its own sample would guard nothing)."""
@@ -423,14 +471,34 @@ class RedactionHook:
     def __init__(self, redactor: Redactor | None = None) -> None:
         self.redactor = redactor if redactor is not None else default_redactor()
 
-    def after_tool_call(self, ctx: AfterToolCallContext) -> AfterOverride | None:
-        """Redact the result's content and details (an override only when something was found)."""
-        content, content_paths = self.redactor.redact(ctx.result.content, "result")
-        details, detail_paths = self.redactor.redact(ctx.result.details, "details")
-        paths = content_paths + detail_paths
+    def after_tool_call(
+        self, ctx: AfterToolCallContext
+    ) -> AfterOverride | Awaitable[AfterOverride | None] | None:
+        """Redact the result's content and details (an override only when something was
+        found). A large result (:data:`LARGE` characters or more) is redacted in a worker
+        thread, in pieces, and the hook returns an awaitable for it: the event loop goes on
+        serving other calls meanwhile."""
+        result = ctx.result
+        if len(result.content) >= LARGE or _size(result.details) >= LARGE:
+            return self._in_a_thread(result)
+        return self._override(*self._redact(result))
+
+    async def _in_a_thread(self, result: ToolResult) -> AfterOverride | None:
+        span = trace.get_current_span()  # the after phase's, taken in the loop's context
+        return self._override(*await asyncio.to_thread(self._redact, result), span)
+
+    def _redact(self, result: ToolResult) -> tuple[Any, Any, list[str]]:
+        content, content_paths = self.redactor.redact(result.content, "result")
+        details, detail_paths = self.redactor.redact(result.details, "details")
+        return content, details, content_paths + detail_paths
+
+    @staticmethod
+    def _override(
+        content: Any, details: Any, paths: list[str], span: Any = None
+    ) -> AfterOverride | None:
         if not paths:
             return None
-        span = trace.get_current_span()
+        span = span if span is not None else trace.get_current_span()
         if span.is_recording():
             span.set_attribute(A.REDACTED_PATHS, paths)
         return AfterOverride(content=content, details=details)

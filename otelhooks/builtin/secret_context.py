@@ -31,6 +31,7 @@ from typing import Final
 from .secret_keys import DIGEST, ValueSpan, is_placeholder, looks_random, public_name
 
 REACH: Final = 48  # characters between the end of the word and the start of the token
+_AROUND: Final = 512  # how far a line is read on either side of a word
 _MAX_TOKENS: Final = 6
 
 STRONG: Final = 2
@@ -449,12 +450,15 @@ def proximity_spans(
         assert word_end is not None
         pos = word_end.end()
         password = lowered[start:pos] in PASSWORD_WORDS or lowered.startswith("pass", start)
-        line_end = text.find("\n", pos)
-        stop = min(pos + REACH, len(text) if line_end < 0 else line_end)
-        line_start = lowered.rfind("\n", 0, start) + 1
+        # the line, as far as it matters (a text of one long line costs no more than a short)
+        line_end = text.find("\n", pos, pos + _AROUND)
+        if line_end < 0:
+            line_end = min(len(text), pos + _AROUND)
+        stop = min(pos + REACH, line_end)
+        line_start = max(lowered.rfind("\n", max(0, start - _AROUND), start) + 1, start - _AROUND)
         digest: bool | None = None  # whether the line speaks of a commit, a hash, an id
         seen = 0
-        for match in _TOKEN.finditer(text, pos, len(text) if line_end < 0 else line_end):
+        for match in _TOKEN.finditer(text, pos, line_end):
             if match.start() > stop or seen >= _MAX_TOKENS:
                 break
             seen += 1
@@ -467,12 +471,7 @@ def proximity_spans(
                 continue  # $PASSWORD, %TestSourcePassword%, ${VAR}, $API_URL/$PATH
             if strength < STRONG:
                 if digest is None:
-                    digest = (
-                        _DIGEST_WORDS.search(
-                            lowered, line_start, len(text) if line_end < 0 else line_end
-                        )
-                        is not None
-                    )
+                    digest = _DIGEST_WORDS.search(lowered, max(line_start, 0), line_end) is not None
                 if digest:
                     break  # a service's name near a commit, a hash or an id: no evidence
             end = token_start + len(stripped)

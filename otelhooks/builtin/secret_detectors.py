@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -120,7 +121,9 @@ class TextView:
 
     __slots__ = (
         "_long_tokens",
+        "_offsets",
         "_pipeline",
+        "_starts",
         "_tokens_lower",
         "depth",
         "findings",
@@ -141,6 +144,8 @@ class TextView:
         self._pipeline = pipeline
         self._long_tokens: list[str] | None = None
         self._tokens_lower: str | None = None
+        self._starts: list[int] | None = None
+        self._offsets: list[int] = []
 
     @property
     def long_tokens(self) -> list[str]:
@@ -157,6 +162,23 @@ class TextView:
         if self._tokens_lower is None:
             self._tokens_lower = " ".join(self.long_tokens).lower()
         return self._tokens_lower
+
+    def token_window(self, at: int, reach: int = 256) -> tuple[int, int]:
+        """Where in :attr:`work` the long token holding :attr:`tokens_lower`'s character
+        ``at`` is: from its start to ``reach`` characters past it (a rule's match may go on
+        over spaces, or lines)."""
+        if self._starts is None:
+            starts, offsets, cursor, joined = [], [], 0, 0
+            for token in self.long_tokens:
+                cursor = self.work.find(token, cursor)
+                starts.append(joined)
+                offsets.append(cursor)
+                joined += len(token) + 1
+                cursor += len(token)
+            self._starts, self._offsets = starts, offsets
+        index = bisect.bisect_right(self._starts, at) - 1
+        start = self._offsets[index]
+        return start, min(len(self.work), start + len(self.long_tokens[index]) + reach)
 
     def taken(self, start: int, end: int) -> bool:
         """Whether a finding so far overlaps ``[start, end)``."""
@@ -442,6 +464,8 @@ class FormatDetector(Detector):
                 by_word.setdefault(word, []).append(pattern)
         self._by_token_word = {w: tuple(ps) for w, ps in by_word.items()}
         self._context = tuple(p for p in self.patterns if not p.in_token and p.keywords)
+        # how far past its token a rule's match may reach: a line, or a whole block of lines
+        self._reach = {id(p): 4096 if "[\\s\\S]" in p.regex.pattern else 256 for p in self.patterns}
         self._context_rules: dict[str, tuple[SecretPattern, ...]] = {}
         self._unkeyed = tuple(p for p in self.patterns if not p.keywords)
 
@@ -455,23 +479,43 @@ class FormatDetector(Detector):
 
     def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
         """The rules whose keywords the gates found; the unkeyed ones whose prefilter matches."""
-        candidates: dict[int, SecretPattern] = {}
+        # the rules to run: those of ordinary words over the whole text, those of a token's
+        # keyword over the token where it was found (a large text full of tokens costs the
+        # tokens the keywords are in, not a pass of the rule over all of it)
+        whole: dict[int, SecretPattern] = {}
+        windows: dict[int, set[tuple[int, int]]] = {}
         for word in hits:
             for pattern in self._by_context_word(word):
-                candidates[id(pattern)] = pattern
+                whole[id(pattern)] = pattern
         tokens = view.tokens_lower
         if tokens:
             for gate in (self._start_gate, self._inner_gate):
-                if gate is not None:
-                    for word in set(gate.findall(tokens)):
-                        for pattern in self._by_token_word.get(word, ()):
-                            candidates[id(pattern)] = pattern
+                if gate is None:
+                    continue
+                at: dict[str, list[int]] = {}
+                for match in gate.finditer(tokens):
+                    at.setdefault(match.group(), []).append(match.start())
+                for word, starts in at.items():
+                    for pattern in self._by_token_word.get(word, ()):
+                        if len(starts) > _FEW:  # a common keyword here: one pass of the rule
+                            whole[id(pattern)] = pattern
+                            continue
+                        reach = self._reach[id(pattern)]
+                        found_at = windows.setdefault(id(pattern), set())
+                        found_at.update(view.token_window(s, reach) for s in starts)
         found: list[Finding] = []
         work = view.work
-        if candidates:  # in the rules' order: where two find the same text, the first wins
-            order = self._order
-            for pattern in sorted(candidates.values(), key=lambda p: order[id(p)]):
-                found.extend(self.finding(s, e, pattern.kind) for s, e in pattern.spans(work))
+        order = self._order
+        by_id = {id(p): p for p in self.patterns}
+        # in the rules' order: where two find the same text, the first wins
+        for key in sorted(whole.keys() | windows.keys(), key=lambda k: order[k]):
+            pattern = by_id[key]
+            parts = _merged(windows[key]) if key not in whole else []
+            if key in whole or len(parts) > _FEW or sum(b - a for a, b in parts) * 4 > len(work):
+                spans: Iterable[tuple[int, int]] = pattern.spans(work)  # one pass: cheaper
+            else:
+                spans = (s for a, b in parts for s in pattern.spans(work, a, b))
+            found.extend(self.finding(s, e, pattern.kind) for s, e in dict.fromkeys(spans))
         zeroed: str | None = None
         for pattern in self._unkeyed:
             if pattern.prefilter is not None:  # on the text with every digit as 0: fast
@@ -483,6 +527,20 @@ class FormatDetector(Detector):
                     continue
             found.extend(self.finding(s, e, pattern.kind) for s, e in pattern.spans(work))
         return found
+
+
+_FEW: Final = 16  # a rule found at more tokens than this runs over the whole text
+
+
+def _merged(windows: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``windows`` in order, the overlapping ones joined."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(windows):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 # -- credential names ----------------------------------------------------------------------------
@@ -581,7 +639,9 @@ def b64decode(text: str) -> str | None:
 
 # Where a private key's DER body may start: "MI"/"MH"/"MC" (a SEQUENCE of its lengths) or the
 # base64 of "openssh-key-v1", not inside a longer base64 run.
-_DER_START: Final = re.compile(r"(?<![A-Za-z0-9+/])(?:M[IHC][A-Za-z0-9+/]{14}|b3BlbnNzaC1rZXktdjE)")
+# (the literal first, the "not inside a run" test after it: a literal-led search is fast)
+_DER_START: Final = re.compile(r"M[IHC](?<![A-Za-z0-9+/]..)[A-Za-z0-9+/]{14}")
+_OPENSSH_START: Final = re.compile(r"b3BlbnNzaC1rZXktdjE(?<![A-Za-z0-9+/].{19})")
 _KEY_BODY: Final = re.compile(r"[A-Za-z0-9+/=]+(?:(?:\s|\\[nr])+[A-Za-z0-9+/=]+)*")
 _MIN_KEY_BODY: Final = 64
 _KEY_VERSIONS: Final = frozenset({0, 1})
@@ -631,12 +691,15 @@ class DerPrivateKeyDetector(Detector):
 
     def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
         """Base64 blocks that start as a DER private key."""
-        if not any(_DER_START.search(t) for t in view.long_tokens):
+        if not view.long_tokens:
             return ()
         found = []
         work = view.work
         cursor = 0
-        for match in _DER_START.finditer(work):
+        starts = list(_DER_START.finditer(work))
+        if "b3BlbnNzaC1rZXktdjE" in work:
+            starts = sorted([*starts, *_OPENSSH_START.finditer(work)], key=lambda m: m.start())
+        for match in starts:
             start = match.start()
             if start < cursor:
                 continue
@@ -684,6 +747,11 @@ def b64text(blob: str) -> str | None:
     )
 
 
+# Base64 of ASCII text: the first character of every group of four encodes a byte under 128,
+# so it is one of A-Z, a-f. Any other there, early on, and the blob is not text (a fast no).
+_ASCII_FIRST: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdef")
+
+
 class EncodedBlobDetector(Detector):
     """Runs of base64 (two layers deep) that decode to printable text holding a secret. Base64
     of text has both cases, so hex and names are not tried. It gives way to any other finding."""
@@ -701,15 +769,24 @@ class EncodedBlobDetector(Detector):
         found = []
         cursor = 0
         work = view.work
+        # what was found so far, by end, with the least start from each one on: blobs come in
+        # order, so one pass tells whether a blob overlaps anything found
+        taken = sorted((f.end, f.start) for f in view.findings)
+        least = [s for _, s in taken]
+        for i in range(len(least) - 2, -1, -1):
+            least[i] = min(least[i], least[i + 1])
+        index = 0
         for token in view.long_tokens:
             if len(token) < _MIN_BLOB or token.islower() or token.isupper():
                 continue
             for blob in _BLOB.findall(token):
-                if blob.islower() or blob.isupper():
+                if blob.islower() or blob.isupper() or not _ASCII_FIRST.issuperset(blob[:64:4]):
                     continue
                 start = work.find(blob, cursor)
                 end = cursor = start + len(blob)
-                if view.taken(start, end):
+                while index < len(taken) and taken[index][0] <= start:
+                    index += 1
+                if index < len(least) and least[index] < end:
                     continue
                 decoded = b64text(blob)
                 if decoded is not None and view.holds_secret(decoded):

@@ -53,11 +53,14 @@ class SecretPattern:
     samples: tuple[str, ...] = ()
     negatives: tuple[str, ...] = ()
 
-    def spans(self, text: str) -> Iterator[tuple[int, int]]:
-        """Where this format occurs in ``text``: the replaced part of each match that passes
-        the rule's checks and is not a placeholder (``Bearer <token>``, ``$PASSWORD``)."""
+    def spans(
+        self, text: str, pos: int = 0, endpos: int | None = None
+    ) -> Iterator[tuple[int, int]]:
+        """Where this format occurs in ``text`` (between ``pos`` and ``endpos``): the replaced
+        part of each match that passes the rule's checks and is not a placeholder (``Bearer
+        <token>``, ``$PASSWORD``)."""
         group, not_after, check = self.group, self.not_after, self.check
-        for match in self.regex.finditer(text):
+        for match in self.regex.finditer(text, pos, len(text) if endpos is None else endpos):
             begin = match.start()
             if not_after is not None and begin and not_after.match(text, begin - 1):
                 continue
