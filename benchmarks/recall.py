@@ -30,6 +30,7 @@ under password keys). A line is a false positive when the redactor changes it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import json
 import os
@@ -92,12 +93,15 @@ _SERVICE_WORDS = frozenset(
 
 @dataclass(frozen=True)
 class Sample:
-    """A secret from gitleaks' samples, with the line gitleaks wrote it in."""
+    """A secret from a scanner's samples, with the line it was written in (``source``: whose
+    samples; ``generated``: made from the rule's own expression, not written by hand)."""
 
     rule: str
     service: str
     secret: str
     line: str
+    source: str = "gitleaks"
+    generated: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,19 +120,22 @@ class Placed:
         return self.pieces or (self.sample.secret,)
 
 
-def corpus_file() -> Path | None:
-    """The samples file scripts/install-secret-corpus.sh made (``OTELHOOKS_SECRET_CORPUS``, or
-    the one it prints), or ``None`` when it cannot be made here."""
-    given = os.environ.get("OTELHOOKS_SECRET_CORPUS")
+def built(script: str, variable: str) -> Path | None:
+    """What an install script built: the path in ``variable`` when set, else the first line
+    the script prints (``None`` when it fails here)."""
+    given = os.environ.get(variable)
     if given:
         return Path(given)
     done = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "install-secret-corpus.sh")],
-        capture_output=True,
-        text=True,
-        check=False,
+        ["bash", str(ROOT / "scripts" / script)], capture_output=True, text=True, check=False
     )
-    path = Path(done.stdout.strip()) if done.returncode == 0 else None
+    return Path(done.stdout.strip()) if done.returncode == 0 and done.stdout.strip() else None
+
+
+def corpus_file() -> Path | None:
+    """The samples file scripts/install-secret-corpus.sh made (``OTELHOOKS_SECRET_CORPUS``, or
+    the one it prints), or ``None`` when it cannot be made here."""
+    path = built("install-secret-corpus.sh", "OTELHOOKS_SECRET_CORPUS")
     return path if path is not None and path.is_file() else None
 
 
@@ -399,50 +406,82 @@ def _strings(value: Any) -> Iterator[str]:
         yield str(value)
 
 
+class Pipeline:
+    """The real pipeline a tool's output goes through: a :class:`~otelhooks.ToolExecutor` with
+    the redaction hook and structlog events (mirrored to spans), content capture on, the
+    redacting span processor in front of an in-memory exporter and the redacting structlog
+    processor in front of a JSON renderer. :meth:`run` gives what each channel carried."""
+
+    def __init__(self, redactor: Any = None, max_content_length: int | None = None) -> None:
+        from otelhooks import Hooks, ToolExecutor, ToolRegistry
+        from otelhooks.builtin import RedactionHook, Redactor, StructlogEvents, json_logger
+        from otelhooks.telemetry.testing import in_memory_tracing
+
+        redactor = redactor or Redactor()
+        self.tracing = in_memory_tracing(redactor=redactor)
+        self.logs = io.StringIO()
+        logger = json_logger(self.logs, redactor)
+        registry = ToolRegistry()
+        self.current: dict[str, Any] = {}
+
+        @registry.tool
+        def emit() -> Any:
+            """Return the placed output."""
+            logger.info("tool output", output=self.current["value"])
+            return self.current["value"]
+
+        hooks = Hooks([RedactionHook(redactor), StructlogEvents(logger, mirror_to_span=True)])
+        options: dict[str, Any] = {}
+        if max_content_length is not None:
+            options["max_content_length"] = max_content_length
+        self.executor = ToolExecutor(
+            registry, hooks, tracer_provider=self.tracing.provider, capture_content=True, **options
+        )
+
+    async def run(
+        self, value: Any, call_id: str = "call_1", tool_name: str = "emit"
+    ) -> dict[str, Any]:
+        """``value`` returned by a tool: the result the model got, the exported spans and the
+        log events, each as it left the pipeline."""
+        from otelhooks import ToolCall
+
+        self.current["value"] = value
+        self.tracing.clear()
+        self.logs.seek(0)
+        self.logs.truncate()
+        result = await self.executor.execute(ToolCall(call_id, tool_name, {}))
+        return {
+            "result": result,
+            "spans": self.tracing.spans(),
+            "logs": [json.loads(line) for line in self.logs.getvalue().splitlines() if line],
+        }
+
+
+def _span_strings(spans: Any) -> list[str]:
+    out: list[str] = []
+    for span in spans:
+        out.extend(_strings(dict(span.attributes or {})))
+        for event in span.events:
+            out.append(event.name)
+            out.extend(_strings(dict(event.attributes or {})))
+        out.append(span.name)
+        out.append(span.status.description or "")
+    return out
+
+
 def run_channels(placed: list[Placed], redactor: Any = None) -> list[Outcome]:
     """Every placed secret through the real pipeline; what each channel kept."""
-
-    from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry
-    from otelhooks.builtin import RedactionHook, Redactor, StructlogEvents, json_logger
-    from otelhooks.telemetry.testing import in_memory_tracing
-
-    redactor = redactor or Redactor()
-    tracing = in_memory_tracing(redactor=redactor)
-    logs = io.StringIO()
-    logger = json_logger(logs, redactor)
-    registry = ToolRegistry()
-    current: dict[str, Any] = {}
-
-    @registry.tool
-    def emit() -> Any:
-        """Return the placed output."""
-        logger.info("tool output", output=current["value"])
-        return current["value"]
-
-    hooks = Hooks([RedactionHook(redactor), StructlogEvents(logger, mirror_to_span=True)])
-    executor = ToolExecutor(registry, hooks, tracer_provider=tracing.provider, capture_content=True)
+    pipeline = Pipeline(redactor)
     outcomes: list[Outcome] = []
 
     async def main() -> None:
         for item in placed:
-            current["value"] = item.value
-            tracing.clear()
-            logs.seek(0)
-            logs.truncate()
-            result = await executor.execute(ToolCall(item.call_id, item.tool_name, {}))
-            spans = []
-            for span in tracing.spans():
-                spans.extend(_strings(dict(span.attributes or {})))
-                for event in span.events:
-                    spans.append(event.name)
-                    spans.extend(_strings(dict(event.attributes or {})))
-                spans.append(span.name)
-                spans.append(span.status.description or "")
-            fields = [json.loads(line) for line in logs.getvalue().splitlines() if line]
+            seen = await pipeline.run(item.value, item.call_id, item.tool_name)
+            result = seen["result"]
             channels = {
                 "result": "\n".join(_strings([result.content, result.details])),
-                "spans": "\n".join(spans),
-                "logs": "\n".join(_strings(fields)),
+                "spans": "\n".join(_span_strings(seen["spans"])),
+                "logs": "\n".join(_strings(seen["logs"])),
             }
             around = "\n".join(_strings([item.value, item.tool_name, item.call_id]))
             for secret in item.secrets():
@@ -453,6 +492,39 @@ def run_channels(placed: list[Placed], redactor: Any = None) -> list[Outcome]:
 
     asyncio.run(main())
     return outcomes
+
+
+CHANNELS = ("result", "spans", "logs")
+
+
+def benign_channels(texts: list[tuple[str, str]], redactor: Any = None) -> list[dict[str, bool]]:
+    """Each harmless text returned by a tool through the real pipeline: for each channel,
+    whether it carried the text unchanged (the result's content; the ``gen_ai.tool.call.result``
+    span attribute, captured whole; the ``output`` field of the tool's log event)."""
+    from otelhooks.telemetry import attributes as A
+
+    pipeline = Pipeline(redactor, max_content_length=10_000_000)
+    kept: list[dict[str, bool]] = []
+
+    async def main() -> None:
+        for _, text in texts:
+            seen = await pipeline.run(text)
+            results = [
+                s.attributes.get(A.GEN_AI_TOOL_CALL_RESULT)
+                for s in seen["spans"]
+                if s.attributes and A.GEN_AI_TOOL_CALL_RESULT in s.attributes
+            ]
+            outputs = [e.get("output") for e in seen["logs"] if e.get("event") == "tool output"]
+            kept.append(
+                {
+                    "result": seen["result"].content == text,
+                    "spans": results == [text],
+                    "logs": outputs == [text],
+                }
+            )
+
+    asyncio.run(main())
+    return kept
 
 
 @dataclass
@@ -471,17 +543,18 @@ class Recall:
         return removed, placed
 
     def by(self, what: str) -> dict[str, tuple[int, int]]:
+        """Removed / placed per ``context``, ``channel``, ``rule``, ``source`` or ``family``."""
         groups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for outcome in self.outcomes:
             for channel, left in outcome.left.items():
-                key = {
-                    "context": outcome.placed.context,
-                    "channel": channel,
-                    "rule": outcome.placed.sample.rule,
-                }[what]
+                key = channel if what == "channel" else _group(outcome, what)
                 groups[key][0] += left is None
                 groups[key][1] += 1
         return {k: (v[0], v[1]) for k, v in groups.items()}
+
+    def only(self, keep: Callable[[Outcome], bool]) -> Recall:
+        """The outcomes ``keep`` selects."""
+        return Recall([o for o in self.outcomes if keep(o)])
 
     def misses(self) -> list[tuple[str, str, str, str]]:
         """``(rule, context, channel, what was left)`` of every miss."""
@@ -491,6 +564,31 @@ class Recall:
             for channel, left in o.left.items()
             if left is not None
         ]
+
+
+def _group(outcome: Outcome, what: str) -> str:
+    sample = outcome.placed.sample
+    if what == "context":
+        return outcome.placed.context
+    if what == "family":
+        return family(sample.secret)
+    return str(getattr(sample, what))
+
+
+@functools.lru_cache(maxsize=4096)
+def family(secret: str) -> str:
+    """The detector family a secret depends on: ``format`` when a token-format rule removes it
+    standing alone (wherever it stands, that family must find it), else ``context`` (only a
+    credential's name, evidence nearby or a structure around it can)."""
+    from otelhooks.builtin.redaction import PATTERNS, Redactor
+
+    formats = _format_only(Redactor, PATTERNS)
+    return "format" if leftover((secret,), formats.scrub_text(secret)) is None else "context"
+
+
+@functools.lru_cache(maxsize=1)
+def _format_only(redactor_type: Any, patterns: Any) -> Any:
+    return redactor_type(patterns=patterns, use_defaults=False)
 
 
 def measure_recall(path: Path, redactor: Any = None) -> Recall:

@@ -3,7 +3,8 @@
 # extras (the MCP servers from PyPI the tests drive and the documentation tools included) with
 # uv, then, side by side, builds (or reuses) the pinned Jaeger binary, the pinned npm MCP servers,
 # the trace viewer (Arize Phoenix, in an environment of its own), a headless browser, the secret
-# samples of gitleaks' rules (built once from the Go module proxy) and the fleet's engines (Kafka
+# samples of gitleaks' rules (built once from the Go module proxy), the held-out secret corpus
+# (Trivy's rules from the Go module proxy, secretlint's from npm) and the fleet's engines (Kafka
 # and Cassandra jars from Maven Central, the gateway collector from the Go module proxy), then
 # runs ruff, mypy and the strict documentation build (any warning fails it) side by side, and
 # pytest on both cores: the unit, fault-injection and MCP tests, every documentation code sample
@@ -51,7 +52,7 @@ phase "install: Python packages" python_env
 export OTELHOOKS_UV="$root/.venv/bin/uv"
 
 # Each install script prints what it installed (one path per line); they run side by side.
-installs=(jaeger mcp-servers phoenix browser fleet secret-corpus)
+installs=(jaeger mcp-servers phoenix browser fleet secret-corpus secret-heldout)
 for name in "${installs[@]}"; do
   (
     started=$SECONDS rc=0
@@ -100,6 +101,11 @@ if installed secret-corpus; then
   export OTELHOOKS_SECRET_CORPUS="$(line secret-corpus 1)"
 else
   echo "scripts/test.sh: no secret corpus; the recall tests will skip (or fail with OTELHOOKS_REQUIRE_SECRET_CORPUS=1)" >&2
+fi
+if installed secret-heldout; then
+  export OTELHOOKS_SECRET_HELDOUT="$(line secret-heldout 1)"
+else
+  echo "scripts/test.sh: no held-out secret corpus (Go, Node and npm build it); the held-out recall tests will skip (or fail with OTELHOOKS_REQUIRE_SECRET_CORPUS=1)" >&2
 fi
 
 # -- lint, types, docs (side by side) ------------------------------------------------------------

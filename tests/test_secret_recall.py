@@ -10,7 +10,6 @@ import asyncio
 import base64
 import io
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -20,19 +19,15 @@ from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry
 from otelhooks.builtin import RedactionHook, Redactor, StructlogEvents, json_logger
 from otelhooks.telemetry.testing import in_memory_tracing
 
+from .secret_corpus import require_corpus
+
 RECALL_GOAL = 0.95
 FALSE_POSITIVE_GOAL = 0.01
 
 
 @pytest.fixture(scope="module")
 def corpus() -> Path:
-    given = os.environ.get("OTELHOOKS_SECRET_CORPUS")
-    if given and Path(given).is_file():
-        return Path(given)
-    reason = "no secret corpus (run scripts/install-secret-corpus.sh, set OTELHOOKS_SECRET_CORPUS)"
-    if os.environ.get("OTELHOOKS_REQUIRE_SECRET_CORPUS") == "1":
-        pytest.fail(reason + " (OTELHOOKS_REQUIRE_SECRET_CORPUS=1)")
-    pytest.skip(reason)
+    return require_corpus("OTELHOOKS_SECRET_CORPUS", Path.is_file, "install-secret-corpus.sh")
 
 
 @pytest.fixture(scope="module")

@@ -34,10 +34,19 @@ def service_of(setup: object) -> object:
     return setup.provider.resource.attributes.get("service.name")  # type: ignore[attr-defined]
 
 
-def exporters_of(setup: object) -> list[object]:
+def processors_of(setup: object) -> list[object]:
+    """The provider's span processors, those behind the redacting one included."""
     provider = setup.provider  # type: ignore[attr-defined]
     found = []
     for processor in provider._active_span_processor._span_processors:
+        found.append(processor)
+        found.extend(getattr(processor, "downstream", ()))
+    return found
+
+
+def exporters_of(setup: object) -> list[object]:
+    found = []
+    for processor in processors_of(setup):
         inner = getattr(processor, "span_exporter", None) or getattr(processor, "_exporter", None)
         if inner is not None:
             found.append(getattr(inner, "inner", inner))
@@ -146,11 +155,7 @@ def test_batch_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1234")
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "bogus")
     setup = setup_tracing("otlp", otlp_endpoint="http://127.0.0.1:9")
-    (batch,) = [
-        p
-        for p in setup.provider._active_span_processor._span_processors
-        if isinstance(p, BoundedBatchSpanProcessor)
-    ]
+    (batch,) = [p for p in processors_of(setup) if isinstance(p, BoundedBatchSpanProcessor)]
     assert batch._batch_processor._max_queue_size == 1234
     assert batch._batch_processor._max_export_batch_size == 1234  # kept within the queue
     assert batch._batch_processor._schedule_delay_millis == 200  # the invalid one was ignored

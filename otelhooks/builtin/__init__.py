@@ -11,6 +11,7 @@ from .policy import (
     UrlHostGuard,
 )
 from .redaction import RedactingProcessor, RedactionHook, Redactor, SecretPattern
+from .secret_detectors import Detector, Field, Finding, TextView
 from .structlog_events import StructlogEvents, add_trace_context, json_logger, trace_ids
 
 
@@ -26,6 +27,9 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ArgumentPattern",
     "CallLimit",
+    "Detector",
+    "Field",
+    "Finding",
     "PathGuard",
     "RedactingProcessor",
     "RedactingSpanProcessor",
@@ -33,6 +37,7 @@ __all__ = [
     "Redactor",
     "SecretPattern",
     "StructlogEvents",
+    "TextView",
     "ToolAllowList",
     "ToolDenyList",
     "UrlHostGuard",

@@ -28,9 +28,10 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-from .secret_keys import Span, is_placeholder, looks_random, public_name
+from .secret_keys import DIGEST, ValueSpan, is_placeholder, looks_random, public_name
 
 REACH: Final = 48  # characters between the end of the word and the start of the token
+_AROUND: Final = 512  # how far a line is read on either side of a word
 _MAX_TOKENS: Final = 6
 
 STRONG: Final = 2
@@ -372,8 +373,9 @@ _WORD_END: Final = re.compile(r"[a-z0-9]*")
 
 def qualifies(token: str, strength: int, password: bool = False) -> bool:
     """Whether ``token`` is a secret given evidence of ``strength`` near it (``NAME=value``: the
-    value, unless the name labels it public)."""
-    if len(token) < 8 or token.startswith("[REDACTED:"):
+    value, unless the name labels it public). A digest labelled with its algorithm
+    (``h1:...``, ``sha256=...``, ``...@sha256:...``) never is."""
+    if len(token) < 8 or token.startswith("[REDACTED:") or DIGEST.search(token):
         return False
     core = token
     if token.count("=") == 1 and not token.endswith("="):
@@ -420,18 +422,25 @@ def _parts(token: str) -> Iterator[str]:
 
 
 def _password_like(token: str) -> bool:
+    """Three classes of characters, with a digit or a symbol that no word is spelt with (a
+    hyphenated word, ``Comma-separated``, is no password)."""
     classes = (
         any(c.islower() for c in token)
         + any(c.isupper() for c in token)
         + any(c.isdigit() for c in token)
         + any(not c.isalnum() for c in token)
     )
-    return len(token) >= 8 and classes >= 3 and not token.isidentifier()
+    return (
+        len(token) >= 8
+        and classes >= 3
+        and not token.isidentifier()
+        and any(c.isdigit() or (not c.isalnum() and c not in "-._") for c in token)
+    )
 
 
 def proximity_spans(
     text: str, lowered: str, positions: Iterable[tuple[int, int]]
-) -> Iterator[Span]:
+) -> Iterator[ValueSpan]:
     """Tokens after a proximity word; ``positions`` are ``(where the word starts, strength)``."""
     done = -1
     for start, strength in positions:
@@ -441,12 +450,15 @@ def proximity_spans(
         assert word_end is not None
         pos = word_end.end()
         password = lowered[start:pos] in PASSWORD_WORDS or lowered.startswith("pass", start)
-        line_end = text.find("\n", pos)
-        stop = min(pos + REACH, len(text) if line_end < 0 else line_end)
-        line_start = lowered.rfind("\n", 0, start) + 1
+        # the line, as far as it matters (a text of one long line costs no more than a short)
+        line_end = text.find("\n", pos, pos + _AROUND)
+        if line_end < 0:
+            line_end = min(len(text), pos + _AROUND)
+        stop = min(pos + REACH, line_end)
+        line_start = max(lowered.rfind("\n", max(0, start - _AROUND), start) + 1, start - _AROUND)
         digest: bool | None = None  # whether the line speaks of a commit, a hash, an id
         seen = 0
-        for match in _TOKEN.finditer(text, pos, len(text) if line_end < 0 else line_end):
+        for match in _TOKEN.finditer(text, pos, line_end):
             if match.start() > stop or seen >= _MAX_TOKENS:
                 break
             seen += 1
@@ -459,25 +471,22 @@ def proximity_spans(
                 continue  # $PASSWORD, %TestSourcePassword%, ${VAR}, $API_URL/$PATH
             if strength < STRONG:
                 if digest is None:
-                    digest = (
-                        _DIGEST_WORDS.search(
-                            lowered, line_start, len(text) if line_end < 0 else line_end
-                        )
-                        is not None
-                    )
+                    digest = _DIGEST_WORDS.search(lowered, max(line_start, 0), line_end) is not None
                 if digest:
                     break  # a service's name near a commit, a hash or an id: no evidence
             end = token_start + len(stripped)
             if stripped.count("=") == 1 and not stripped.endswith("="):
                 token_start += stripped.index("=") + 1  # NAME=value: the value alone
             done = end
-            yield token_start, end, "secret"
+            yield ValueSpan(token_start, end, "secret")
             break
 
 
 def proximity_strength(text: str) -> int:
     """The evidence a short string (a key, a value naming a service) gives its neighbours."""
     lowered = text.lower()
+    if "/" in lowered or "@" in lowered:
+        return 0  # a URL, a path, a package reference (pkg:npm/js-tokens@4.0.0): where, not what
     best = 0
     for word in _SPLIT.split(lowered):
         best = max(best, PROXIMITY_WORDS.get(word, 0))

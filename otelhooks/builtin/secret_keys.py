@@ -25,9 +25,16 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterator
-from typing import Final
+from typing import Final, NamedTuple
 
-Span = tuple[int, int, str]  # start, end, kind
+
+class ValueSpan(NamedTuple):
+    """Where a secret value is in a text, and the kind it is reported as."""
+
+    start: int
+    end: int
+    kind: str
+
 
 # Words that make a key name worth a look (matched in the lower-cased text).
 KEY_WORDS: Final = (
@@ -359,6 +366,19 @@ _PUBLIC_TAILS: Final = frozenset(
         "manager",
         "vault",
         "sync",
+        "uid",
+        "guid",
+        "uuid",
+        "fingerprint",
+        "checksum",
+        "sha",
+        "sha1",
+        "sha256",
+        "md5",
+        "etag",
+        "commit",
+        "revision",
+        "purl",
     }
 )
 
@@ -400,7 +420,7 @@ def classify(name: str) -> tuple[int, str] | None:
         and len(segments) > 1
         and segments[-2] not in ("public", "publishable", "primary", "sort", "partition", "cache")
     ):
-        return 1, "api_key"  # an env-style *_KEY: usually a credential
+        return 2, "api_key"  # an env-style *_KEY: a credential when its value looks generated
     if segments[-2:] == ("secret", "id") and len(segments) <= 3:
         return 1, "secret"  # Vault AppRole's secret_id is the secret
     if segments[-1] in _PUBLIC_TAILS and not _credentialish_tail(segments):
@@ -422,6 +442,7 @@ def public_name(name: str) -> bool:
     return public_tail(name) or any(s in _PUBLIC_WORDS for s in normalise(name))
 
 
+@functools.lru_cache(maxsize=4096)
 def public_tail(name: str) -> bool:
     """Whether a key name ends in a word for something meant to be seen (``request_id``,
     ``display_name``, ``callback_url``)."""
@@ -443,7 +464,11 @@ _PLACEHOLDER: Final = re.compile(
       | \{\{.*\}\} | \$\{\{.*\}\}            # templates
       | <[^<>]{1,64}> | \[[A-Z_ ]{2,40}\]    # <token>, [YOUR KEY]
       | %\(?[A-Za-z_]*\)?[sd]                # %s, %(name)s
-      | \*{3,} | x{4,} | X{4,} | \.{3,} | \?   # ****, xxxx, ...
+      | \*{3,} | (?i:x{4,}) | \.{3,} | \?   # ****, xxxx, XXXXxx, ...
+      | \$\(.* | `.*                          # $(command ...) or `command ...`: output
+      | (?i:pass(?:word|wd)?|pwd|secret|token|api[_-]?key|key|credentials?)  # the word itself
+      | (?i:str|string|bytes|int|integer|number|bool|boolean|secretstr|secretbytes|any|object)
+      | (?i:(?:optional|list|dict|union)\[.*\])   # a type, not a value: password: str
       | (?i:null|none|nil|true|false|undefined|changeme_please|redacted|hidden|masked|
           your[\w-]*|\w*[_-]here|changeme\w*|example|sample|dummy|placeholder|todo|tbd|n/a|
           yes|no|on|off)
@@ -482,7 +507,9 @@ def looks_random(value: str) -> bool:
         return False
     if value.replace(".", "").replace("-", "").isdigit() or _word_like(value):
         return False
-    return entropy(value) >= 3.5 and not charset(value)
+    if _VERSION.match(value) or DIGEST.search(value):
+        return False  # v0.0.0-20160628152529-48b4e1c0c4d0, sha256=9rnSZ...: no secret
+    return entropy(value) >= 3.5 and not charset(value) and not made_of_words(value)
 
 
 def charset(value: str) -> bool:
@@ -504,6 +531,49 @@ def _word_like(value: str) -> bool:
     vowels = sum(c in _VOWELS for c in letters) / len(letters)
     digits = sum(c.isdigit() for c in value)
     return (digits == 0 and vowels >= 0.25) or (digits <= 1 and vowels >= 0.3)
+
+
+# A version (Go's pseudo-versions included: v0.0.0-20160628152529-48b4e1c0c4d0).
+_VERSION: Final = re.compile(r"v?\d+(?:\.\d+)+(?:[-+.][0-9A-Za-z]+)*(?:/go\.mod)?$")
+# A digest labelled with its algorithm: go.sum's ``h1:``, npm's ``sha512-``, a RECORD's
+# ``sha256=``, an image's ``@sha256:``. A hash, not a secret.
+DIGEST: Final = re.compile(
+    r"(?:^|[@/=])(?:h1|sha(?:1|224|256|384|512)|sha3-\d{3}|md5|blake2[bs]?|xxh\d+)[:=-]", re.I
+)
+_SEGMENT: Final = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_WORD_VOWELS: Final = frozenset("aeiouyAEIOUY")
+_DIGIT_THEN_LOWER: Final = re.compile(r"[0-9][a-z]")
+
+
+def made_of_words(value: str) -> bool:
+    """Whether ``value`` is a name built of words, acronyms and a number or two
+    (``Ed25519PrivateKey``, ``rust_pkcs12.load_key_and_certificates``,
+    ``self._crypto_key_types``), as code names are and generated tokens are not: its runs of
+    letters (split at case changes) are three and a half letters long on average or more; a
+    run of four letters or more is a word (a quarter of its letters vowels; twice at most a
+    short one may have fewer: ``pkcs``) or an acronym (capitals: up to six, or a third of them
+    vowels); at most two runs are digits, and no digit is followed by a small letter."""
+    if _DIGIT_THEN_LOWER.search(value):
+        return False  # c28wlso: digits inside a word, as in a generated token, not a name
+    segments = _SEGMENT.findall(value)
+    letters = [s for s in segments if not s.isdigit()]
+    if not letters or len(segments) - len(letters) > 2:
+        return False
+    if sum(len(s) for s in letters) < 3.5 * len(letters):
+        return False
+    odd = 0
+    for segment in letters:
+        if len(segment) <= 3 or (segment.isupper() and len(segment) <= 6):
+            continue
+        vowels = sum(c in _WORD_VOWELS for c in segment)
+        if segment.isupper():
+            if vowels < 0.35 * len(segment):
+                return False
+        elif vowels < 0.25 * len(segment):
+            if len(segment) > 5 or odd == 2:
+                return False
+            odd += 1
+    return True
 
 
 def is_placeholder(value: str) -> bool:
@@ -553,8 +623,13 @@ _XML_VALUE: Final = re.compile(r"\s*([^<]*?)\s*</")
 PLACEHOLDER: Final = "[REDACTED:"  # how every replacement starts (redaction.redacted)
 
 
-def key_value_spans(text: str, positions: list[int]) -> Iterator[Span]:
-    """Value spans under credential names; ``positions`` are where a key word occurs."""
+def key_value_spans(
+    text: str, positions: list[int], original: str | None = None
+) -> Iterator[ValueSpan]:
+    """Value spans under credential names; ``positions`` are where a key word occurs.
+    ``original``: the text before JSON escapes were read as line breaks (``text`` is read with
+    them); an unquoted value goes on over escaped line breaks there (a PEM key in an env
+    file: ``KEY=MIIE...\\nuks3...``)."""
     seen_keys: set[int] = set()
     for pos in positions:
         start = pos
@@ -581,6 +656,8 @@ def key_value_spans(text: str, positions: list[int]) -> Iterator[Span]:
         if span is None:
             continue
         vstart, vend, code, loose = span
+        if original is not None and original.startswith("\\n", vend):
+            vend = _escaped_lines(original, vend)
         if text.startswith(PLACEHOLDER, vstart):
             continue  # already redacted: redacting twice changes nothing
         value = text[vstart:vend]
@@ -589,12 +666,29 @@ def key_value_spans(text: str, positions: list[int]) -> Iterator[Span]:
             continue
         if code and _code_expression(value, key, text[vend : vend + 3]):
             continue  # token = line[start:pos], password = password + pad
+        if (not vstart or text[vstart - 1] not in "\"'`") and _EXPRESSION.match(value):
+            continue  # password=parts['password'], password: SecretStr('**********')
+        if normalise(value) == normalise(key):
+            continue  # CLIENT_KEY = "CLIENT_KEY": a name repeated, not a value
         if worth_redacting(value, tier, code=code):
-            yield vstart, vend, found[1]
+            yield ValueSpan(vstart, vend, found[1])
+
+
+_ESCAPED_LINE: Final = re.compile(r"(?:\\n[A-Za-z0-9+/=]+)+")
+
+
+def _escaped_lines(original: str, end: int) -> int:
+    """Where a value that goes on over escaped line breaks of base64 (``\\nuks3...``)
+    ends."""
+    more = _ESCAPED_LINE.match(original, end)
+    return more.end() if more is not None else end
 
 
 _IDENTIFIER: Final = re.compile(r"[(\[]*[A-Za-z_][\w.]*(?:[\[(].*)?")
-_CONTINUES: Final = re.compile(r"\s*(?:[-+*/%|&]|\bor\b|\band\b|\bif\b)|[\[(.]")
+_CONTINUES: Final = re.compile(r"\s*(?:[-+*/%|&]|=(?!=)|\bor\b|\band\b|\bif\b)|[\[(.]")
+# An unquoted value that is code whatever the spacing: a call or a subscript
+# (``password=parts['password']``, ``signature=sign(msg)``).
+_EXPRESSION: Final = re.compile(r"[A-Za-z_][\w.]*[\[(]")
 
 
 def _code_expression(value: str, key: str, after: str) -> bool:
@@ -677,7 +771,7 @@ _K8S_ITEM: Final = re.compile(
 )
 
 
-def kubernetes_secret_spans(text: str) -> Iterator[Span]:
+def kubernetes_secret_spans(text: str) -> Iterator[ValueSpan]:
     """Every value under ``data:`` / ``stringData:`` of a YAML document of ``kind: Secret``
     (base64 or not: all of them are secret by definition)."""
     if _K8S_KIND.search(text) is None:
@@ -696,6 +790,6 @@ def kubernetes_secret_spans(text: str) -> Iterator[Span]:
                 break
             value = item.group(3)
             if value and not _PLACEHOLDER.match(value) and not value.startswith("{{"):
-                yield item.start(3), item.end(3), "kubernetes_secret"
+                yield ValueSpan(item.start(3), item.end(3), "kubernetes_secret")
             line_end = text.find("\n", item.end())
             pos = len(text) if line_end < 0 else line_end + 1

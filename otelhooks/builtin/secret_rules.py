@@ -1,4 +1,4 @@
-"""The secret formats the redactor knows, as services document them.
+"""The secret formats the redactor knows, as services document them, each with its own samples.
 
 Each :class:`SecretPattern` finds one kind of token wherever it appears (under any key, in any
 text). ``keywords`` are literal parts every match contains (matched against the lower-cased
@@ -7,15 +7,30 @@ one scan whatever the number of rules. Credentials without a recognisable format
 Datadog or Cohere key) are found by the key they are stored under instead: see
 :mod:`otelhooks.builtin.secret_keys`.
 
-The project's corpus (``tests/secret_corpus.py``) holds one true positive and one look-alike
-negative per rule.
+**Every rule carries its own samples**, as gitleaks' rules do: ``samples`` it must find and
+``negatives`` (look-alikes) it must leave alone. A sample is a template: ``{a36}`` stands for 36
+letters and digits, ``{h32}`` 32 lower-case hex digits, ``{H24}`` upper-case letters and digits,
+``{l40}`` lower-case letters and digits, ``{d10}`` digits, ``{s43}`` URL-safe base64, ``{b40}``
+base64, ``{z58}`` bech32, ``{u}`` a UUID, filled deterministically (:func:`fill`); ``«...»``
+marks the part that is the secret (without it, the whole sample is).
+:func:`otelhooks.builtin.secret_detectors.validate` checks every sample against its rule through
+the gate the redactor uses, so a rule whose keywords can never let it run, or whose regex has
+drifted from its format, is found when the rules load (``tests/test_secret_rules.py``; a redactor
+given rules of its own checks them when it is built).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import random
 import re
-from collections.abc import Callable
+import string
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from .secret_keys import is_placeholder
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +38,8 @@ class SecretPattern:
     """A secret format. ``keywords``: at least one must occur in the lower-cased text for the
     regex to run. ``group``: the part of the match that is replaced (0 = all). ``check``: a
     final test of the matched text (a Luhn check, say). ``prefilter``: for a pattern without
-    keywords, a cheap regex that must find something first."""
+    keywords, a cheap regex that must find something first (on the text with every digit as
+    ``0``). ``samples`` / ``negatives``: what it must find and leave alone (see the module)."""
 
     kind: str
     regex: re.Pattern[str]
@@ -34,6 +50,29 @@ class SecretPattern:
     not_after: re.Pattern[str] | None = None  # a character that may not precede the match
     in_token: bool = False  # the keywords occur inside a 16+ character token (a faster gate)
     at_start: bool = False  # ... where a token segment starts (not after a letter or digit)
+    samples: tuple[str, ...] = ()
+    negatives: tuple[str, ...] = ()
+
+    def spans(
+        self, text: str, pos: int = 0, endpos: int | None = None
+    ) -> Iterator[tuple[int, int]]:
+        """Where this format occurs in ``text`` (between ``pos`` and ``endpos``): the replaced
+        part of each match that passes the rule's checks and is not a placeholder (``Bearer
+        <token>``, ``$PASSWORD``)."""
+        group, not_after, check = self.group, self.not_after, self.check
+        for match in self.regex.finditer(text, pos, len(text) if endpos is None else endpos):
+            begin = match.start()
+            if not_after is not None and begin and not_after.match(text, begin - 1):
+                continue
+            start, end = match.span(group)
+            if start == end or text.startswith("[REDACTED:", start):
+                continue
+            value = match.group(group)
+            if check is not None and not check(value):
+                continue
+            if is_placeholder(value) or (value.endswith(">") and "<" in match.group()):
+                continue  # --user "$USER:$PASSWORD", Bearer <token>, -u <user:password>
+            yield start, end
 
 
 def luhn_valid(text: str) -> bool:
@@ -55,6 +94,47 @@ def _has_digit_or_upper(text: str) -> bool:
     return any(c.isdigit() or c.isupper() for c in text)
 
 
+def _generated_after_padding(text: str) -> bool:
+    """Whether what follows the run of ``A`` a Twitter bearer token starts with looks
+    generated: lower-case letters and digits (or ``%``-escapes) in it, not one letter repeated
+    (5,000 ``A`` characters are no token)."""
+    rest = text.lstrip("A")
+    return (
+        len(rest) >= 20
+        and any(c.islower() for c in rest)
+        and any(c.isdigit() or c == "%" for c in rest)
+        and len(set(rest)) >= 8
+    )
+
+
+def _basic_credential(text: str) -> bool:
+    """Whether ``text`` is base64 of ``user:password``."""
+    try:
+        raw = base64.b64decode(text + "=" * (-len(text) % 4), validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return False
+    return ":" in raw
+
+
+def trie_regex(words: Sequence[str]) -> str:
+    """A regex matching any of ``words``, shaped as a trie: ``p(?:ass|wd)`` for pass, pwd. A
+    word that ends where a longer one goes on matches the shorter one (enough for a gate)."""
+    trie: dict[str, Any] = {}
+    for word in words:
+        node = trie
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def build(node: dict[str, Any]) -> str:
+        if "" in node:
+            return ""
+        alternatives = [re.escape(char) + build(sub) for char, sub in sorted(node.items())]
+        return alternatives[0] if len(alternatives) == 1 else f"(?:{'|'.join(alternatives)})"
+
+    return build(trie)
+
+
 # The end of a token: not followed by another token character.
 _END = r"(?![A-Za-z0-9_\-])"
 _B64 = r"A-Za-z0-9+/"
@@ -72,6 +152,9 @@ def _p(
     group: int = 0,
     context: bool = False,
     inner: bool = False,
+    check: Callable[[str], bool] | None = None,
+    samples: tuple[str, ...] = (),
+    negatives: tuple[str, ...] = (),
 ) -> SecretPattern:
     """A pattern. ``context``: its keywords are ordinary words (``authorization``, ``machine``)
     found anywhere in the text, not part of a long token. A pattern that starts with "not after
@@ -88,31 +171,81 @@ def _p(
         tuple(k.lower() for k in keywords),
         group,
         not_after=not_after,
+        check=check,
         in_token=not context,
         at_start=not_after is not None and not inner and not context,
+        samples=samples,
+        negatives=negatives,
     )
 
 
-def _prefixed(kind: str, prefix: str, body: str, *keywords: str) -> SecretPattern:
+def _prefixed(
+    kind: str,
+    prefix: str,
+    body: str,
+    *keywords: str,
+    samples: tuple[str, ...] = (),
+    negatives: tuple[str, ...] = (),
+) -> SecretPattern:
     """A token that starts with a literal ``prefix`` (which is its keyword) and has ``body``."""
-    return _p(kind, rf"(?<![A-Za-z0-9_]){re.escape(prefix)}{body}{_END}", *(keywords or (prefix,)))
+    return _p(
+        kind,
+        rf"(?<![A-Za-z0-9_]){re.escape(prefix)}{body}{_END}",
+        *(keywords or (prefix,)),
+        samples=samples,
+        negatives=negatives,
+    )
 
 
 PATTERNS: tuple[SecretPattern, ...] = (
     # -- keys and certificates --------------------------------------------------------------
     _p(
         "private_key",
-        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
-        r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+        # a body of base64 after the header (its own header lines first: Proc-Type, DEK-Info),
+        # over lines, spaces and escape residue (a JSON string in JSON), to its END line if
+        # there is one; or the end of the text right after the header (a key cut there). A
+        # header round nothing else (in a table, in code) holds no key.
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----[\s\\]*"
+        r"(?:(?:[A-Za-z-]+:[^\n]*\n[\s\\]*)*[A-Za-z0-9+/=]{16}[A-Za-z0-9+/=]*"
+        r"(?:[\s\\]+[A-Za-z0-9+/=]+)*(?:[\s\\]*-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)?"
+        r"|…|\Z)",
         "private key",
         context=True,
+        samples=(
+            "-----BEGIN RSA PRIVATE KEY-----\n«MIIEowIBAAKCAQEA{b64}\n{b64}\n{b40}»\n"
+            "-----END RSA PRIVATE KEY-----",
+            "-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n"
+            "DEK-Info: AES-128-CBC,{H32}\n\n«{b64}\n{b64}»\n-----END RSA PRIVATE KEY-----",
+            '{"key": "-----BEGIN EC PRIVATE KEY-----\\n«MHcCAQEEI{b40}\\n{b40}»\\n'
+            '-----END EC PRIVATE KEY-----\\n"}',
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n«b3BlbnNzaC1rZXktdjEAAAAA{b40}»",
+            "error: unknown tool '«-----BEGIN RSA PRIVATE KEY-----\\n…»[truncated: 190 chars]'",
+        ),
+        negatives=(
+            "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n"
+            "-----END PUBLIC KEY-----",
+            "| Asymmetric Private Key | -----BEGIN RSA PRIVATE KEY----- |",
+            "_SK_START = b'-----BEGIN OPENSSH PRIVATE KEY-----'",
+            "-----BEGIN PRIVATE KEY-----\nNONONONO\n-----END PRIVATE KEY-----",
+        ),
     ),
     _p(
         "putty_private_key",
         r"PuTTY-User-Key-File-\d:[\s\S]*?(?:Private-MAC:\s*[0-9a-f]+|\Z)",
         "putty-user-key-file",
+        samples=(
+            "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPrivate-Lines: 1\n«{b44}»\n"
+            "Private-MAC: {h64}",
+        ),
+        negatives=("PuTTY is a free SSH client: putty.exe -ssh host",),
     ),
-    _prefixed("age_secret_key", "AGE-SECRET-KEY-1", r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    _prefixed(
+        "age_secret_key",
+        "AGE-SECRET-KEY-1",
+        r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+        samples=("AGE-SECRET-KEY-1{z58}",),
+        negatives=("age1{z58}",),
+    ),
     # -- JWTs (signed and unsigned) -----------------------------------------------------------
     _p(
         "jwt",
@@ -121,6 +254,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "eyj",
         "ewog",
         "ew0k",
+        samples=("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ7{s20}In0.«{s43}»",),
+        negatives=("eyJhbGciOiJIUzI1NiJ9 is a base64 header only",),
     ),
     # -- cloud --------------------------------------------------------------------------------
     _p(
@@ -139,6 +274,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "anva",
         "apka",
         "a3t",
+        samples=("AKIA{H16}",),
+        negatives=("AKIA is the prefix of AWS access key ids",),
     ),
     _p(
         "aws_secret_access_key",
@@ -146,6 +283,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "aws",
         group=1,
         context=True,
+        samples=("aws_secret_access_key = «{b40}»",),
+        negatives=("aws_region = eu-west-1",),
     ),
     _p(
         "aws_session_token",
@@ -153,16 +292,44 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "iqojb3jpz2lu",
         "fwogzxivyxdz",
         "fqogzxivyxdz",
+        samples=("IQoJb3JpZ2luX2VjE{b140}",),
+        negatives=("IQoJb3Jp is short",),
     ),
-    _p("google_api_key", r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}" + _END, "aiza"),
-    _prefixed("gcp_oauth_client_secret", "GOCSPX-", r"[A-Za-z0-9_-]{28}"),
-    _p("google_oauth_access_token", r"(?<![A-Za-z0-9_])ya29\.[0-9A-Za-z_-]{20,}", "ya29."),
-    _p("google_oauth_refresh_token", r"(?<![A-Za-z0-9_])1//0[0-9A-Za-z_-]{40,}", "1//0"),
+    _p(
+        "google_api_key",
+        r"(?<![A-Za-z0-9_-])AIza[0-9A-Za-z_-]{35}" + _END,
+        "aiza",
+        samples=("AIza{s35}",),
+        negatives=("AIzaSy is how Google API keys begin",),
+    ),
+    _prefixed(
+        "gcp_oauth_client_secret",
+        "GOCSPX-",
+        r"[A-Za-z0-9_-]{28}",
+        samples=("GOCSPX-{s28}",),
+        negatives=("GOCSPX-short",),
+    ),
+    _p(
+        "google_oauth_access_token",
+        r"(?<![A-Za-z0-9_])ya29\.[0-9A-Za-z_-]{20,}",
+        "ya29.",
+        samples=("ya29.{s60}",),
+        negatives=("ya29 is a prefix",),
+    ),
+    _p(
+        "google_oauth_refresh_token",
+        r"(?<![A-Za-z0-9_])1//0[0-9A-Za-z_-]{40,}",
+        "1//0",
+        samples=("1//0{s60}",),
+        negatives=("1//0 at the start",),
+    ),
     _p(
         "azure_ad_client_secret",
         r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])",
         "q~",
         inner=True,
+        samples=("{a3}8Q~{s34}",),
+        negatives=("Q~ alone",),
     ),
     _p(
         "azure_storage_key",
@@ -170,36 +337,93 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "accountkey",
         "sharedaccesskey",
         group=1,
+        samples=(
+            "DefaultEndpointsProtocol=https;AccountName=demo;AccountKey=«{b86}==»;EndpointSuffix=core.windows.net",
+        ),
+        negatives=(
+            "DefaultEndpointsProtocol=https;AccountName=demo;EndpointSuffix=core.windows.net",
+        ),
     ),
-    _p("azure_sas_signature", r"(?i)[?&;]sig=([A-Za-z0-9%+/=]{30,})", "sig=", group=1),
+    _p(
+        "azure_sas_signature",
+        r"(?i)[?&;]sig=([A-Za-z0-9%+/=]{30,})",
+        "sig=",
+        group=1,
+        samples=("https://demo.blob.core.windows.net/c/f.txt?sv=2022-11-02&sp=r&sig=«{b43}»%3D",),
+        negatives=("https://demo.blob.core.windows.net/c/f.txt?sv=2022-11-02&sp=r",),
+    ),
     _p(
         "azure_devops_pat",
         r"(?<![A-Za-z0-9])[A-Za-z0-9]{52}AZDO[A-Za-z0-9]{28}(?![A-Za-z0-9])",
         "azdo",
         inner=True,
+        samples=("{a52}AZDO{a28}",),
+        negatives=("AZDO pipelines",),
     ),
-    _prefixed("alibaba_access_key_id", "LTAI", r"[A-Za-z0-9]{12,20}"),
-    _prefixed("digitalocean_token", "dop_v1_", r"[a-f0-9]{64}"),
-    _prefixed("digitalocean_oauth_token", "doo_v1_", r"[a-f0-9]{64}"),
-    _prefixed("digitalocean_refresh_token", "dor_v1_", r"[a-f0-9]{64}"),
-    _prefixed("heroku_api_key", "HRKU-", r"[A-Za-z0-9_-]{20,}"),
+    _prefixed(
+        "alibaba_access_key_id",
+        "LTAI",
+        r"[A-Za-z0-9]{12,20}",
+        samples=("LTAI{a20}",),
+        negatives=("LTAI alone",),
+    ),
+    _prefixed(
+        "digitalocean_token",
+        "dop_v1_",
+        r"[a-f0-9]{64}",
+        samples=("dop_v1_{h64}",),
+        negatives=("dop_v1_short",),
+    ),
+    _prefixed(
+        "digitalocean_oauth_token",
+        "doo_v1_",
+        r"[a-f0-9]{64}",
+        samples=("doo_v1_{h64}",),
+        negatives=("doo_v1_short",),
+    ),
+    _prefixed(
+        "digitalocean_refresh_token",
+        "dor_v1_",
+        r"[a-f0-9]{64}",
+        samples=("dor_v1_{h64}",),
+        negatives=("dor_v1_short",),
+    ),
+    _prefixed(
+        "heroku_api_key",
+        "HRKU-",
+        r"[A-Za-z0-9_-]{20,}",
+        samples=("HRKU-{s60}",),
+        negatives=("HRKU-1",),
+    ),
     _p(
         "flyio_token",
         r"(?<![A-Za-z0-9_])(?:fo1_|fm[12][ar]?_)[A-Za-z0-9+/=_-]{40,}",
         "fo1_",
         "fm1",
         "fm2",
+        samples=("fo1_{s43}",),
+        negatives=("fo1_short",),
     ),
-    _prefixed("netlify_token", "nfp_", r"[A-Za-z0-9]{36,}"),
+    _prefixed(
+        "netlify_token",
+        "nfp_",
+        r"[A-Za-z0-9]{36,}",
+        samples=("nfp_{a36}",),
+        negatives=("nfp_short",),
+    ),
     _p(
         "cloudflare_origin_ca_key",
         r"(?<![A-Za-z0-9])v1\.0-[a-f0-9]{24}-[a-f0-9]{146}",
         "v1.0-",
+        samples=("v1.0-{h24}-{h146}",),
+        negatives=("v1.0-beta release notes",),
     ),
     _p(
         "tailscale_key",
         r"(?<![A-Za-z0-9_])tskey-[a-z]+-[A-Za-z0-9]+-[A-Za-z0-9]{16,}" + _END,
         "tskey-",
+        samples=("tskey-auth-{a10}CNTRL-{a30}",),
+        negatives=("tskey-auth is the prefix",),
     ),
     _p(
         "vault_token",
@@ -207,14 +431,20 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "hvs.",
         "hvb.",
         "hvr.",
+        samples=("hvs.{s90}",),
+        negatives=("hvs.short",),
     ),
     _p(
         "terraform_cloud_token",
         r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}",
         ".atlasv1.",
         inner=True,
+        samples=("{a14}.atlasv1.{s67}",),
+        negatives=("app.atlasv1.short",),
     ),
-    _prefixed("pulumi_token", "pul-", r"[a-f0-9]{40}"),
+    _prefixed(
+        "pulumi_token", "pul-", r"[a-f0-9]{40}", samples=("pul-{h40}",), negatives=("pul-request",)
+    ),
     # AWS Bedrock API keys: long-term (ABSK + base64 of "BedrockAPIKey-..."), short-term
     _p(
         "aws_bedrock_api_key",
@@ -222,6 +452,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         r"|bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t[A-Za-z0-9+/=&%._-]*)",
         "absk",
         "bedrock-api-key-",
+        samples=("ABSKQmVkcm9ja0FQSUtleS{b120}",),
+        negatives=("ABSK is a prefix",),
     ),
     _p(
         "doppler_token",
@@ -232,23 +464,59 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "dp.ct.",
         "dp.scim.",
         "dp.audit.",
+        samples=("dp.pt.{a43}",),
+        negatives=("dp.pt.short",),
     ),
-    _prefixed("databricks_token", "dapi", r"[a-f0-9]{32}(?:-\d)?"),
+    _prefixed(
+        "databricks_token",
+        "dapi",
+        r"[a-f0-9]{32}(?:-\d)?",
+        samples=("dapi{h32}",),
+        negatives=("dapi is the prefix",),
+    ),
     _p(
         "supabase_token",
         r"(?<![A-Za-z0-9_])(?:sbp_[a-f0-9]{40}|sb_secret_[A-Za-z0-9_-]{20,})",
         "sbp_",
         "sb_secret_",
+        samples=("sbp_{h40}",),
+        negatives=("sbp_short",),
     ),
-    _prefixed("render_api_key", "rnd_", r"[A-Za-z0-9]{32}"),
-    _p("openshift_token", r"(?<![A-Za-z0-9_])sha256~[A-Za-z0-9_-]{43}" + _END, "sha256~"),
+    _prefixed(
+        "render_api_key",
+        "rnd_",
+        r"[A-Za-z0-9]{32}",
+        samples=("rnd_{a32}",),
+        negatives=("rnd_short",),
+    ),
+    _p(
+        "openshift_token",
+        r"(?<![A-Za-z0-9_])sha256~[A-Za-z0-9_-]{43}" + _END,
+        "sha256~",
+        samples=("sha256~{s43}",),
+        negatives=("sha256:{h64}",),
+    ),
     _p(
         "planetscale_token",
         r"(?<![A-Za-z0-9_])pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_.=-]{32,64}",
         "pscale_",
+        samples=("pscale_tkn_{s43}",),
+        negatives=("pscale_tkn_short",),
     ),
-    _prefixed("prefect_api_key", "pnu_", r"[A-Za-z0-9]{36}"),
-    _p("scalingo_token", r"(?<![A-Za-z0-9_])tk-us-[A-Za-z0-9_-]{48}", "tk-us-"),
+    _prefixed(
+        "prefect_api_key",
+        "pnu_",
+        r"[A-Za-z0-9]{36}",
+        samples=("pnu_{a36}",),
+        negatives=("pnu_short",),
+    ),
+    _p(
+        "scalingo_token",
+        r"(?<![A-Za-z0-9_])tk-us-[A-Za-z0-9_-]{48}",
+        "tk-us-",
+        samples=("tk-us-{s48}",),
+        negatives=("tk-us-short",),
+    ),
     _p(
         "yandex_token",
         r"(?<![A-Za-z0-9_])(?:AQVN[A-Za-z0-9_-]{35,38}|YC[A-Za-z0-9_-]{38}|t1\.[A-Z0-9a-z_-]+[=]{0,2}\.[A-Z0-9a-z_-]{86}[=]{0,2})"
@@ -256,10 +524,30 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "aqvn",
         "yc",
         "t1.",
+        samples=("AQVN{s36}",),
+        negatives=("AQVN short",),
     ),
-    _prefixed("infracost_api_key", "ico-", r"[A-Za-z0-9]{32}"),
-    _prefixed("fastly_api_token", "fastly_", r"[A-Za-z0-9_-]{32}"),
-    _prefixed("defined_networking_token", "dnkey-", r"[a-z0-9=_-]{26}-[a-z0-9=_-]{52}"),
+    _prefixed(
+        "infracost_api_key",
+        "ico-",
+        r"[A-Za-z0-9]{32}",
+        samples=("ico-{a32}",),
+        negatives=("ico-short",),
+    ),
+    _prefixed(
+        "fastly_api_token",
+        "fastly_",
+        r"[A-Za-z0-9_-]{32}",
+        samples=("fastly_{s32}",),
+        negatives=("fastly_cdn",),
+    ),
+    _prefixed(
+        "defined_networking_token",
+        "dnkey-",
+        r"[a-z0-9=_-]{26}-[a-z0-9=_-]{52}",
+        samples=("dnkey-{l26}-{l52}",),
+        negatives=("dnkey-short",),
+    ),
     # -- version control and CI -------------------------------------------------------------
     _p(
         "github_token",
@@ -270,6 +558,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "ghs_",
         "ghr_",
         "github_pat_",
+        samples=("ghp_{a36}", "github_pat_{a22}_{a59}", "ghs_{a36}"),
+        negatives=("ghp_short", "github_pat_short", "ghs_1"),
     ),
     _p(
         "gitlab_token",
@@ -289,39 +579,83 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "glwt-",
         "glcst-",
         "glsst-",
+        samples=("glpat-{s20}", "gldt-{s20}"),
+        negatives=("glpat-short", "gldt-x"),
     ),
-    _prefixed("gitlab_runner_registration_token", "GR1348941", r"[A-Za-z0-9_-]{20}"),
+    _prefixed(
+        "gitlab_runner_registration_token",
+        "GR1348941",
+        r"[A-Za-z0-9_-]{20}",
+        samples=("GR1348941{s20}",),
+        negatives=("GR1348941",),
+    ),
     _p(
         "atlassian_token",
         r"(?<![A-Za-z0-9_])(?:ATATT3|ATCTT3|ATBB)[A-Za-z0-9_\-=]{24,}",
         "atatt3",
         "atctt3",
         "atbb",
+        samples=("ATATT3xFfGF0{s180}", "ATBB{a32}"),
+        negatives=("ATATT3 short", "ATBB"),
     ),
     _p(
         "circleci_token",
         r"(?<![A-Za-z0-9_])CCI(?:PAT|PRJ)_[A-Za-z0-9]{22}_[a-f0-9]{40}",
         "ccipat_",
         "cciprj_",
+        samples=("CCIPAT_{a22}_{h40}",),
+        negatives=("CCIPAT_short",),
     ),
-    _prefixed("buildkite_token", "bkua_", r"[a-f0-9]{40}"),
+    _prefixed(
+        "buildkite_token",
+        "bkua_",
+        r"[a-f0-9]{40}",
+        samples=("bkua_{h40}",),
+        negatives=("bkua_short",),
+    ),
     _p(
         "harness_token",
         r"(?<![A-Za-z0-9_])pat\.[A-Za-z0-9_-]{22}\.[a-f0-9]{24}\.[A-Za-z0-9]{20}",
         "pat.",
+        samples=("pat.{s22}.{h24}.{a20}",),
+        negatives=("pat.short.x",),
     ),
     _p(
         "harness_token",
         r"(?<![A-Za-z0-9_])sat\.[A-Za-z0-9_-]{22}\.[a-f0-9]{24}\.[A-Za-z0-9]{20}",
         "sat.",
+        samples=("sat.{s22}.{h24}.{a20}",),
+        negatives=("sat.short.x", "sat. 12 players"),
     ),
-    _prefixed("octopus_deploy_key", "API-", r"[A-Z0-9]{26}"),
-    _prefixed("postman_api_key", "PMAK-", r"[a-f0-9]{24}-[a-f0-9]{34}"),
-    _p("sonar_token", r"(?<![A-Za-z0-9_])sq[uap]_[a-f0-9]{40}" + _END, "squ_", "sqa_", "sqp_"),
+    _prefixed(
+        "octopus_deploy_key",
+        "API-",
+        r"[A-Z0-9]{26}",
+        samples=("API-{H26}",),
+        negatives=("API-KEY",),
+    ),
+    _prefixed(
+        "postman_api_key",
+        "PMAK-",
+        r"[a-fA-F0-9]{24}-[a-fA-F0-9]{34}",
+        samples=("PMAK-{h24}-{h34}",),
+        negatives=("PMAK-short",),
+    ),
+    _p(
+        "sonar_token",
+        r"(?<![A-Za-z0-9_])sq[uap]_[a-f0-9]{40}" + _END,
+        "squ_",
+        "sqa_",
+        "sqp_",
+        samples=("squ_{h40}",),
+        negatives=("squ_short",),
+    ),
     _p(
         "sourcegraph_token",
         r"(?<![A-Za-z0-9_])sgp_(?:[a-f0-9]{16}_)?[a-f0-9]{40}" + _END,
         "sgp_",
+        samples=("sgp_{h16}_{h40}",),
+        negatives=("sgp_short",),
     ),
     _p(
         "drone_ci_token",
@@ -329,35 +663,70 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "drone",
         group=1,
         context=True,
+        samples=("drone_token: «{a32}»",),
+        negatives=("drone_version: 2",),
     ),
     # -- package registries -----------------------------------------------------------------
-    _prefixed("npm_token", "npm_", r"[A-Za-z0-9]{36}"),
-    _p("pypi_token", r"(?<![A-Za-z0-9_])pypi-AgE[A-Za-z0-9_-]{50,}", "pypi-age"),
-    _prefixed("rubygems_api_key", "rubygems_", r"[a-f0-9]{48}"),
-    _prefixed("postman_api_key", "PMAK-", r"[a-fA-F0-9]{24}-[a-fA-F0-9]{34}", "pmak-"),
+    _prefixed(
+        "npm_token", "npm_", r"[A-Za-z0-9]{36}", samples=("npm_{a36}",), negatives=("npm_install",)
+    ),
+    _p(
+        "pypi_token",
+        r"(?<![A-Za-z0-9_])pypi-AgE[A-Za-z0-9_-]{50,}",
+        "pypi-age",
+        samples=("pypi-AgEIcHlwaS5vcmc{s70}",),
+        negatives=("pypi-AgE short",),
+    ),
+    _prefixed(
+        "rubygems_api_key",
+        "rubygems_",
+        r"[a-f0-9]{48}",
+        samples=("rubygems_{h48}",),
+        negatives=("rubygems_org",),
+    ),
     _p(
         "docker_hub_token",
         r"(?<![A-Za-z0-9_])dckr_(?:pat|oat)_[A-Za-z0-9_-]{27,}",
         "dckr_pat_",
         "dckr_oat_",
+        samples=("dckr_pat_{s27}",),
+        negatives=("dckr_pat_x",),
     ),
-    _p("nuget_api_key", r"(?<![A-Za-z0-9_])oy2[a-z0-9]{43}" + _END, "oy2"),
-    _prefixed("clojars_token", "CLOJARS_", r"[a-z0-9]{60}"),
+    _p(
+        "nuget_api_key",
+        r"(?<![A-Za-z0-9_])oy2[a-z0-9]{43}" + _END,
+        "oy2",
+        samples=("oy2{l43}",),
+        negatives=("oy2 short",),
+    ),
+    _prefixed(
+        "clojars_token",
+        "CLOJARS_",
+        r"[a-z0-9]{60}",
+        samples=("CLOJARS_{l60}",),
+        negatives=("CLOJARS_x",),
+    ),
     _p(
         "artifactory_token",
         r"(?<![A-Za-z0-9_])(?:AKCp[A-Za-z0-9]{69}|cmVmdGtu[A-Za-z0-9]{56})" + _END,
         "akcp",
         "cmvmdgtu",
+        samples=("AKCp{a69}",),
+        negatives=("AKCp short",),
     ),
-    _prefixed("readme_api_key", "rdme_", r"[a-z0-9]{70}"),
+    _prefixed(
+        "readme_api_key", "rdme_", r"[a-z0-9]{70}", samples=("rdme_{l70}",), negatives=("rdme_x",)
+    ),
     # -- observability ------------------------------------------------------------------------
     _p(
         "grafana_token",
-        r"(?<![A-Za-z0-9_])(?:glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[a-f0-9]{8}|"
+        r"(?<![A-Za-z0-9_])(?:glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|"
         r"eyJrIjoi[A-Za-z0-9]{70,}={0,2})",
         "glc_",
         "glsa_",
         "eyjrijoi",
+        samples=("glc_{a40}==", "glsa_{a32}_{h8}"),
+        negatives=("glc_short", "glsa_x"),
     ),
     _p(
         "new_relic_key",
@@ -367,55 +736,99 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "nrii-",
         "nrjs-",
         "nraa-",
+        samples=("NRAK-{H27}",),
+        negatives=("NRAK-X",),
     ),
-    _p("new_relic_key", r"(?<![A-Za-z0-9_])[a-f0-9]{36}NRAL" + _END, "nral", inner=True),
+    _p(
+        "new_relic_key",
+        r"(?<![A-Za-z0-9_])[a-f0-9]{36}NRAL" + _END,
+        "nral",
+        inner=True,
+        samples=("{h36}NRAL",),
+        negatives=("NRAL alone",),
+    ),
     _p(
         "sentry_token",
         r"(?<![A-Za-z0-9_])(?:sntrys_[A-Za-z0-9+/=_]{50,}|sntryu_[a-f0-9]{64})",
         "sntrys_",
         "sntryu_",
+        samples=("sntrys_{a80}", "sntryu_{h64}"),
+        negatives=("sntrys_x",),
     ),
     _p(
         "sentry_dsn_key",
         r"(?i)https?://([a-f0-9]{32})(?::[a-f0-9]{32})?@[a-z0-9.-]*sentry",
         "sentry",
         group=1,
+        samples=("https://«{h32}»@o123456.ingest.sentry.io/4504",),
+        negatives=("https://o123456.ingest.sentry.io/4504",),
     ),
-    _p("honeycomb_key", r"(?<![A-Za-z0-9_])hc[a-z]{2,3}_[A-Za-z0-9]{20,}" + _END, "hc"),
+    _p(
+        "honeycomb_key",
+        r"(?<![A-Za-z0-9_])hc[a-z]{2,3}_[A-Za-z0-9]{20,}" + _END,
+        "hc",
+        samples=("hcaik_{l58}",),
+        negatives=("hcaik_x",),
+    ),
     _p(
         "dynatrace_token",
         r"(?<![A-Za-z0-9_])dt0[a-zA-Z]\d{2}\.[A-Z0-9]{24}\.[A-Z0-9]{64}",
         "dt0",
+        samples=("dt0c01.{H24}.{H64}",),
+        negatives=("dt0c01.short",),
     ),
     _p(
         "mapbox_token",
         r"(?<![A-Za-z0-9_])[ps]k\.eyJ1[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}",
         "pk.eyj1",
         "sk.eyj1",
+        samples=("sk.eyJ1{s60}.{s22}",),
+        negatives=("sk.eyJ1 short",),
     ),
-    _p("langsmith_key", r"(?<![A-Za-z0-9_])lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}", "lsv2_"),
+    _p(
+        "langsmith_key",
+        r"(?<![A-Za-z0-9_])lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}",
+        "lsv2_",
+        samples=("lsv2_pt_{h32}_{h10}",),
+        negatives=("lsv2_pt_short",),
+    ),
     _p(
         "slack_token",
         r"(?<![A-Za-z0-9_])(?:xox[abposer]-[0-9A-Za-z-]{10,}|xoxe\.xox[bp]-[0-9A-Za-z-]{10,}|"
         r"xoxe-\d-[A-Za-z0-9]{100,}|xapp-\d-[A-Za-z0-9]+-\d+-[a-f0-9]+)",
         "xox",
         "xapp-",
+        samples=("xoxb-{d12}-{d12}-{a24}", "xapp-1-A{H10}-{d13}-{h64}"),
+        negatives=("xoxb is a bot token prefix", "xapp-1"),
     ),
     _p(
         "slack_webhook",
         r"(?i)https?://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_+-]+",
         "hooks.slack.com",
+        samples=("https://hooks.slack.com/services/T{H8}/B{H8}/{a24}",),
+        negatives=("https://slack.com/help/articles/115005265063",),
     ),
     _p(
         "discord_webhook",
         r"(?i)https?://(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]+",
         "discord",
+        samples=("https://discord.com/api/webhooks/{d18}/{s68}",),
+        negatives=("https://discord.com/developers/docs",),
     ),
-    _p("telegram_bot_token", r"(?<![0-9])\d{8,10}:AA[A-Za-z0-9_-]{33}" + _END, ":aa", inner=True),
+    _p(
+        "telegram_bot_token",
+        r"(?<![0-9])\d{8,10}:AA[A-Za-z0-9_-]{33}" + _END,
+        ":aa",
+        inner=True,
+        samples=("https://api.telegram.org/bot«{d10}:AA{s33}»/getMe",),
+        negatives=("12:30 AA meeting",),
+    ),
     _p(
         "teams_webhook",
         r"(?i)https://[a-z0-9-]+\.webhook\.office\.com/webhookb2/[A-Za-z0-9@/_-]+",
         "webhook.office.com",
+        samples=("https://contoso.webhook.office.com/webhookb2/{u}@{u}/IncomingWebhook/{h32}/{u}",),
+        negatives=("https://contoso.sharepoint.com/sites/team",),
     ),
     _p(
         "mattermost_token",
@@ -423,6 +836,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "mattermost",
         group=1,
         context=True,
+        samples=("mattermost_token = «{l26}»",),
+        negatives=("mattermost_url = chat",),
     ),
     # -- payments -----------------------------------------------------------------------------
     _p(
@@ -432,8 +847,16 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "_test_",
         "_prod_",
         inner=True,
+        samples=("sk_live_{a24}", "rk_test_{a24}"),
+        negatives=("sk_live_x", "rk_test"),
     ),
-    _prefixed("stripe_webhook_secret", "whsec_", r"[A-Za-z0-9+/=]{24,}"),
+    _prefixed(
+        "stripe_webhook_secret",
+        "whsec_",
+        r"[A-Za-z0-9+/=]{24,}",
+        samples=("whsec_{a32}",),
+        negatives=("whsec_x",),
+    ),
     _p(
         "square_token",
         r"(?<![A-Za-z0-9_])(?:EAAA[A-Za-z0-9_+=-]{60}|sq0atp-[0-9A-Za-z_-]{22}|"
@@ -441,11 +864,15 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "eaaa",
         "sq0atp-",
         "sq0csp-",
+        samples=("EAAA{s60}", "sq0csp-{s43}"),
+        negatives=("EAAA short", "sq0csp-x"),
     ),
     _p(
         "braintree_token",
         r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}",
         "access_token$",
+        samples=("access_token$production${l16}${h32}",),
+        negatives=("access_token$production",),
     ),
     _p(
         "shopify_token",
@@ -454,6 +881,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "shpca_",
         "shppa_",
         "shpss_",
+        samples=("shpat_{h32}",),
+        negatives=("shpat_x",),
     ),
     _p(
         "plaid_token",
@@ -463,95 +892,299 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "-development-",
         "-production-",
         inner=True,
+        samples=("access-sandbox-{u}",),
+        negatives=("access-sandbox-guide",),
     ),
-    _p("razorpay_key", r"(?<![A-Za-z0-9_])rzp_(?:live|test)_[A-Za-z0-9]{14,}", "rzp_"),
-    _p("flutterwave_key", r"FLW(?:SEC|PUB)K(?:_TEST)?-[a-h0-9]{32}-X", "flwseck", "flwpubk"),
-    _p("shippo_token", r"(?<![A-Za-z0-9_])shippo_(?:live|test)_[a-f0-9]{40}", "shippo_"),
-    _p("easypost_key", r"(?<![A-Za-z0-9_])EZ[AT]K[A-Za-z0-9]{54}" + _END, "ezak", "eztk"),
-    _p("duffel_token", r"(?<![A-Za-z0-9_])duffel_(?:test|live)_[A-Za-z0-9_=-]{43}", "duffel_"),
-    _p("coinbase_key", r"organizations/[a-f0-9-]{36}/apiKeys/[a-f0-9-]{36}", "apikeys/"),
+    _p(
+        "razorpay_key",
+        r"(?<![A-Za-z0-9_])rzp_(?:live|test)_[A-Za-z0-9]{14,}",
+        "rzp_",
+        samples=("rzp_live_{a14}",),
+        negatives=("rzp_live",),
+    ),
+    _p(
+        "flutterwave_key",
+        r"FLW(?:SEC|PUB)K(?:_TEST)?-[a-h0-9]{32}-X",
+        "flwseck",
+        "flwpubk",
+        samples=("FLWSECK-{h32}-X",),
+        negatives=("FLWSECK-x",),
+    ),
+    _p(
+        "shippo_token",
+        r"(?<![A-Za-z0-9_])shippo_(?:live|test)_[a-f0-9]{40}",
+        "shippo_",
+        samples=("shippo_live_{h40}",),
+        negatives=("shippo_live_x",),
+    ),
+    _p(
+        "easypost_key",
+        r"(?<![A-Za-z0-9_])EZ[AT]K[A-Za-z0-9]{54}" + _END,
+        "ezak",
+        "eztk",
+        samples=("EZAK{a54}",),
+        negatives=("EZAK short",),
+    ),
+    _p(
+        "duffel_token",
+        r"(?<![A-Za-z0-9_])duffel_(?:test|live)_[A-Za-z0-9_=-]{43}",
+        "duffel_",
+        samples=("duffel_test_{s43}",),
+        negatives=("duffel_test_x",),
+    ),
+    _p(
+        "coinbase_key",
+        r"organizations/[a-f0-9-]{36}/apiKeys/[a-f0-9-]{36}",
+        "apikeys/",
+        samples=("organizations/{u}/apiKeys/{u}",),
+        negatives=("organizations/acme/projects/web",),
+    ),
     # -- mail and SMS ---------------------------------------------------------------------------
-    _p("sendgrid_key", r"(?<![A-Za-z0-9_])SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _END, "sg."),
-    _p("mailgun_key", r"(?<![A-Za-z0-9_])(?:pub)?key-[a-f0-9]{32}" + _END, "key-"),
-    _p("mailchimp_key", r"(?<![A-Za-z0-9_])[a-f0-9]{32}-us\d{1,2}" + _END, "-us", inner=True),
-    _p("twilio_key", r"(?<![A-Za-z0-9_])SK[a-f0-9]{32}" + _END, "sk"),
+    _p(
+        "sendgrid_key",
+        r"(?<![A-Za-z0-9_])SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _END,
+        "sg.",
+        samples=("SG.{s22}.{s43}",),
+        negatives=("SG.short",),
+    ),
+    _p(
+        "mailgun_key",
+        r"(?<![A-Za-z0-9_])(?:pub)?key-[a-f0-9]{32}" + _END,
+        "key-",
+        samples=("key-{h32}",),
+        negatives=("key-value store",),
+    ),
+    _p(
+        "mailchimp_key",
+        r"(?<![A-Za-z0-9_])[a-f0-9]{32}-us\d{1,2}" + _END,
+        "-us",
+        inner=True,
+        samples=("{h32}-us21",),
+        negatives=("us21 region",),
+    ),
+    _p(
+        "twilio_key",
+        r"(?<![A-Za-z0-9_])SK[a-f0-9]{32}" + _END,
+        "sk",
+        samples=("SK{h32}",),
+        negatives=("SKU 12345",),
+    ),
     _p(
         "brevo_key",
         r"(?<![A-Za-z0-9_])x(?:keysib|smtpsib)-[a-f0-9]{64}-[A-Za-z0-9]{16}",
         "xkeysib-",
         "xsmtpsib-",
+        samples=("xkeysib-{h64}-{a16}",),
+        negatives=("xkeysib-x",),
     ),
-    _prefixed("mandrill_key", "md-", r"[A-Za-z0-9_-]{22}"),
-    _p("resend_key", r"(?<![A-Za-z0-9_])re_[A-Za-z0-9]{8}_[A-Za-z0-9]{24}" + _END, "re_"),
+    _prefixed(
+        "mandrill_key", "md-", r"[A-Za-z0-9_-]{22}", samples=("md-{s22}",), negatives=("md-file",)
+    ),
+    _p(
+        "resend_key",
+        r"(?<![A-Za-z0-9_])re_[A-Za-z0-9]{8}_[A-Za-z0-9]{24}" + _END,
+        "re_",
+        samples=("re_{a8}_{a24}",),
+        negatives=("re_compile",),
+    ),
     _p(
         "postmark_token",
         r"(?i)x-postmark-(?:server|account)-token:\s*([a-f0-9-]{36})",
         "postmark",
         group=1,
         context=True,
+        samples=("X-Postmark-Server-Token: «{u}»",),
+        negatives=("X-Postmark-Server-Token: (missing)",),
     ),
     # -- AI APIs ------------------------------------------------------------------------------
-    _p("anthropic_api_key", r"(?<![A-Za-z0-9_])sk-ant-[A-Za-z0-9_-]{20,}", "sk-ant-"),
+    _p(
+        "anthropic_api_key",
+        r"(?<![A-Za-z0-9_])sk-ant-[A-Za-z0-9_-]{20,}",
+        "sk-ant-",
+        samples=("sk-ant-api03-{s93}AA",),
+        negatives=("sk-ant is the prefix",),
+    ),
     _p(
         "openai_api_key",
         r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-|None-|or-v1-)?[A-Za-z0-9_-]{20,}",
         "sk-",
+        samples=("sk-proj-{s74}", "sk-{a20}T3BlbkFJ{a20}", "sk-or-v1-{h64}"),
+        negatives=("sk-proj", "task-force", "sk-or"),
     ),
     _p(
         "huggingface_token",
         r"(?<![A-Za-z0-9_])(?:hf_[A-Za-z0-9]{34,}|api_org_[A-Za-z0-9]{34})" + _END,
         "hf_",
         "api_org_",
+        samples=("hf_{a34}",),
+        negatives=("hf_hub",),
     ),
-    _prefixed("groq_api_key", "gsk_", r"[A-Za-z0-9]{52}"),
-    _prefixed("replicate_token", "r8_", r"[A-Za-z0-9]{37}"),
-    _prefixed("perplexity_api_key", "pplx-", r"[A-Za-z0-9]{48}"),
-    _prefixed("xai_api_key", "xai-", r"[A-Za-z0-9]{70,}"),
-    _prefixed("fireworks_api_key", "fw_", r"[A-Za-z0-9]{24}"),
-    _prefixed("pinecone_api_key", "pcsk_", r"[A-Za-z0-9_]{50,}"),
-    _prefixed("cerebras_api_key", "csk-", r"[a-z0-9]{48}"),
-    _p("elevenlabs_api_key", r"(?<![A-Za-z0-9_])sk_[a-f0-9]{48}" + _END, "sk_"),
+    _prefixed(
+        "groq_api_key", "gsk_", r"[A-Za-z0-9]{52}", samples=("gsk_{a52}",), negatives=("gsk_x",)
+    ),
+    _prefixed(
+        "replicate_token", "r8_", r"[A-Za-z0-9]{37}", samples=("r8_{a37}",), negatives=("r8_x",)
+    ),
+    _prefixed(
+        "perplexity_api_key",
+        "pplx-",
+        r"[A-Za-z0-9]{48}",
+        samples=("pplx-{a48}",),
+        negatives=("pplx-x",),
+    ),
+    _prefixed(
+        "xai_api_key", "xai-", r"[A-Za-z0-9]{70,}", samples=("xai-{a80}",), negatives=("xai-x",)
+    ),
+    _prefixed(
+        "fireworks_api_key",
+        "fw_",
+        r"[A-Za-z0-9]{24}",
+        samples=("fw_{a24}",),
+        negatives=("fw_update",),
+    ),
+    _prefixed(
+        "pinecone_api_key",
+        "pcsk_",
+        r"[A-Za-z0-9_]{50,}",
+        samples=("pcsk_{a60}",),
+        negatives=("pcsk_x",),
+    ),
+    _prefixed(
+        "cerebras_api_key", "csk-", r"[a-z0-9]{48}", samples=("csk-{l48}",), negatives=("csk-x",)
+    ),
+    _p(
+        "elevenlabs_api_key",
+        r"(?<![A-Za-z0-9_])sk_[a-f0-9]{48}" + _END,
+        "sk_",
+        samples=("sk_{h48}",),
+        negatives=("sk_x",),
+    ),
     # -- productivity and platforms -------------------------------------------------------------
-    _prefixed("linear_api_key", "lin_api_", r"[A-Za-z0-9]{40}"),
-    _p("airtable_token", r"(?<![A-Za-z0-9_])pat[A-Za-z0-9]{14}\.[a-f0-9]{64}" + _END, "pat"),
+    _prefixed(
+        "linear_api_key",
+        "lin_api_",
+        r"[A-Za-z0-9]{40}",
+        samples=("lin_api_{a40}",),
+        negatives=("lin_api_x",),
+    ),
+    _p(
+        "airtable_token",
+        r"(?<![A-Za-z0-9_])pat[A-Za-z0-9]{14}\.[a-f0-9]{64}" + _END,
+        "pat",
+        samples=("pat{a14}.{h64}",),
+        negatives=("pattern.example",),
+    ),
     _p(
         "notion_token",
         r"(?<![A-Za-z0-9_])(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})" + _END,
         "secret_",
         "ntn_",
+        samples=("ntn_{a46}",),
+        negatives=("ntn_x",),
     ),
-    _prefixed("figma_token", "figd_", r"[A-Za-z0-9_-]{40,}"),
-    _p("dropbox_token", r"(?<![A-Za-z0-9_])sl\.[A-Za-z0-9_-]{130,}", "sl."),
-    _prefixed("contentful_token", "CFPAT-", r"[A-Za-z0-9_-]{43}"),
-    _prefixed("typeform_token", "tfp_", r"[A-Za-z0-9_-]{40,}"),
-    _p("frameio_token", r"(?<![A-Za-z0-9_])fio-u-[A-Za-z0-9_=-]{64}", "fio-u-"),
+    _prefixed(
+        "figma_token",
+        "figd_",
+        r"[A-Za-z0-9_-]{40,}",
+        samples=("figd_{s40}",),
+        negatives=("figd_x",),
+    ),
+    _p(
+        "dropbox_token",
+        r"(?<![A-Za-z0-9_])sl\.[A-Za-z0-9_-]{130,}",
+        "sl.",
+        samples=("sl.{s140}",),
+        negatives=("sl.short",),
+    ),
+    _prefixed(
+        "contentful_token",
+        "CFPAT-",
+        r"[A-Za-z0-9_-]{43}",
+        samples=("CFPAT-{s43}",),
+        negatives=("CFPAT-x",),
+    ),
+    _prefixed(
+        "typeform_token",
+        "tfp_",
+        r"[A-Za-z0-9_-]{40,}",
+        samples=("tfp_{s44}",),
+        negatives=("tfp_x",),
+    ),
+    _p(
+        "frameio_token",
+        r"(?<![A-Za-z0-9_])fio-u-[A-Za-z0-9_=-]{64}",
+        "fio-u-",
+        samples=("fio-u-{s64}",),
+        negatives=("fio-u-x",),
+    ),
     _p(
         "hubspot_token",
         r"(?<![A-Za-z0-9_])pat-(?:na|eu)1-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}",
         "pat-na1-",
         "pat-eu1-",
+        samples=("pat-na1-{u}",),
+        negatives=("pat-na1-x",),
     ),
-    _p("lob_key", r"(?<![A-Za-z0-9_])(?:live|test)_(?:pub_)?[a-f0-9]{35}" + _END, "live_", "test_"),
-    _prefixed("adafruit_key", "aio_", r"[A-Za-z0-9]{28}"),
-    _p("twitter_bearer_token", r"(?<![A-Za-z0-9])A{20,}[A-Za-z0-9%]{30,}", "aaaaaaaaaaaaaaaaaaaa"),
-    _p("facebook_token", r"(?<![A-Za-z0-9_])EAA[A-Za-z0-9]{100,}", "eaa"),
+    _p(
+        "lob_key",
+        r"(?<![A-Za-z0-9_])(?:live|test)_(?:pub_)?[a-f0-9]{35}" + _END,
+        "live_",
+        "test_",
+        samples=("live_{h35}",),
+        negatives=("live_stream",),
+    ),
+    _prefixed(
+        "adafruit_key", "aio_", r"[A-Za-z0-9]{28}", samples=("aio_{a28}",), negatives=("aio_x",)
+    ),
+    _p(
+        "twitter_bearer_token",
+        r"(?<![A-Za-z0-9])A{20,}[A-Za-z0-9%]{30,}",
+        "aaaaaaaaaaaaaaaaaaaa",
+        check=_generated_after_padding,
+        samples=("AAAAAAAAAAAAAAAAAAAAA{a40}", "AAAAAAAAAAAAAAAAAAAAAMLheAAAAAAA0%2B{a40}"),
+        negatives=(
+            "AAAA battery",
+            "A" * 80,
+            "A" * 40 + "B" * 40,
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA0",
+        ),
+    ),
+    _p(
+        "facebook_token",
+        r"(?<![A-Za-z0-9_])EAA[A-Za-z0-9]{100,}",
+        "eaa",
+        samples=("EAA{a120}",),
+        negatives=("EAA short",),
+    ),
     _p(
         "firebase_fcm_key",
         r"(?<![A-Za-z0-9_])AAAA[A-Za-z0-9_-]{7}:[A-Za-z0-9_-]{140}",
         "aaaa",
+        samples=("AAAA{s7}:{s140}",),
+        negatives=("AAAA:short",),
     ),
-    _prefixed("onepassword_service_token", "ops_", r"eyJ[A-Za-z0-9+/=_-]{100,}"),
+    _prefixed(
+        "onepassword_service_token",
+        "ops_",
+        r"eyJ[A-Za-z0-9+/=_-]{100,}",
+        samples=("ops_eyJ{s150}",),
+        negatives=("ops_x",),
+    ),
     _p(
         "okta_token",
         r"(?i)okta.{0,20}?[=:]\s*[\"']?(00[A-Za-z0-9_-]{40})(?![A-Za-z0-9_-])",
         "okta",
         group=1,
         context=True,
+        samples=("okta_api_token: «00{s40}»",),
+        negatives=("okta_org: acme",),
     ),
     _prefixed(
         "authress_key",
         "sc_",
         r"[a-z0-9]{5,30}\.[a-z0-9]{4,6}\.acc[_-][a-z0-9-]{10,32}\.[A-Za-z0-9+/_=-]{30,120}",
+        samples=("sc_{l10}.{l5}.acc_{l20}.{s60}",),
+        negatives=("sc_x.short",),
     ),
     # -- credentials in general-purpose forms -------------------------------------------------
     _p(
@@ -559,6 +1192,16 @@ PATTERNS: tuple[SecretPattern, ...] = (
         r"://[^\s:/?#@\"'<>]*:([^\s@/\"'<>]+)@",
         "://",
         group=1,
+        samples=(
+            "postgres://app:«{a16}»@db.internal:5432/prod",
+            "mongodb+srv://admin:«{a20}»@cluster0.example.mongodb.net/test",
+            "redis://:«{a24}»@cache:6379/0",
+        ),
+        negatives=(
+            "postgres://db.internal:5432/prod",
+            "mongodb+srv://cluster0.example.mongodb.net/test",
+            "redis://cache:6379/0",
+        ),
     ),
     _p(
         "bearer_token",
@@ -566,6 +1209,9 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "bearer",
         group=1,
         context=True,
+        check=_has_digit_or_upper,
+        samples=("Bearer «{s40}»",),
+        negatives=("bearer of bad news",),
     ),
     _p(
         "authorization_header",
@@ -574,6 +1220,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "authorization",
         group=1,
         context=True,
+        samples=("Authorization: token «{a40}»",),
+        negatives=("Authorization: required",),
     ),
     _p(
         "basic_auth",
@@ -581,6 +1229,9 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "basic",
         group=1,
         context=True,
+        check=_basic_credential,
+        samples=("Basic «dXNlcjpQNHNzdzByZCEx»",),
+        negatives=("Basic understanding",),
     ),
     _p(
         "cookie_header",
@@ -588,6 +1239,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "cookie",
         group=1,
         context=True,
+        samples=("Cookie: sessionid=«{a32}»; csrftoken={a32}",),
+        negatives=("Cookies help us deliver our services.",),
     ),
     _p(
         "curl_user",
@@ -596,6 +1249,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "--user",
         group=1,
         context=True,
+        samples=("curl -u admin:«{a16}» https://api.example.com",),
+        negatives=("curl -u admin https://x",),
     ),
     _p(
         "ldap_bind_password",
@@ -604,6 +1259,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "ldap",
         group=1,
         context=True,
+        samples=("ldapsearch -x -D cn=admin,dc=example,dc=org -w «{a16}» -H ldap://ldap.internal",),
+        negatives=("ldapsearch -x -W -H ldap://ldap.internal",),
     ),
     _p(
         "netrc_password",
@@ -611,6 +1268,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "machine",
         group=1,
         context=True,
+        samples=("machine api.example.com login bot password «{a20}»",),
+        negatives=("machine learning login page",),
     ),
     SecretPattern(
         "credit_card",
@@ -618,16 +1277,84 @@ PATTERNS: tuple[SecretPattern, ...] = (
             r"(?:4\d{3}|5[1-5]\d{2}|2[2-7]\d{2}|3[47]\d{2}|3[0689]\d{2}|"
             r"6(?:011|5\d{2}|4[4-9]\d|2\d{2})|35\d{2})(?:[ -]?\d){9,15}(?![\w-]|\.\d)"
         ),
+        check=luhn_valid,
         not_after=re.compile(r"[\w.-]"),
         # on the text with every digit as 0: a literal-led search, fast
         prefilter=re.compile(r"0000[ -]?0000[ -]?0000"),
+        samples=("card «4111 1111 1111 1111» on file", "amex «378282246310005»"),
+        negatives=("order 4111 1111 1111 1112", "id 378282246310006"),
     ),
 )
 """The token formats, in the order they are tried (the more specific first)."""
 
-# Patterns whose match must pass a final test.
-CHECKS: dict[str, Callable[[str], bool]] = {
-    "credit_card": luhn_valid,
-    "bearer_token": _has_digit_or_upper,
-    "basic_auth": lambda text: len(text.split()[-1]) >= 8,
+
+# -- the rules' samples ---------------------------------------------------------------------------
+
+_ALPHABETS = {
+    "a": string.ascii_letters + string.digits,
+    "h": "0123456789abcdef",
+    "H": string.ascii_uppercase + string.digits,
+    "l": string.ascii_lowercase + string.digits,
+    "d": string.digits,
+    "s": string.ascii_letters + string.digits + "_-",
+    "b": string.ascii_letters + string.digits + "+/",
+    "z": "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L",
 }
+_FIELD = re.compile(r"\{([ahHldsbz])(\d+)\}|\{u\}")
+
+
+def fill(template: str, seed: str) -> str:
+    """``template`` with its placeholders (``{a36}``, ``{h32}``, ``{u}``...) replaced by seeded
+    random characters: letters and digits both present where the alphabet has both, as in a
+    generated token. The same seed gives the same text on every machine."""
+    rng = random.Random(seed)
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "{u}":
+            h = "".join(rng.choice(_ALPHABETS["h"]) for _ in range(32))
+            return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+        alphabet, count = _ALPHABETS[match.group(1)], int(match.group(2))
+        while True:
+            text = "".join(rng.choice(alphabet) for _ in range(count))
+            if (
+                count < 8
+                or alphabet in (_ALPHABETS["d"], _ALPHABETS["h"])
+                or (any(c.isdigit() for c in text) and any(c.isalpha() for c in text))
+            ):
+                return text
+
+    return _FIELD.sub(one, template)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """A rule's sample, filled: the text, and where in it the secret is."""
+
+    text: str
+    start: int
+    end: int
+
+    @property
+    def secret(self) -> str:
+        """The part of :attr:`text` that must not survive."""
+        return self.text[self.start : self.end]
+
+
+def sample(template: str, seed: str) -> Sample:
+    """A sample template filled (:func:`fill`), its ``«»`` marks taken out."""
+    text = fill(template, seed)
+    if "«" not in text:
+        return Sample(text, 0, len(text))
+    start = text.index("«")
+    end = text.index("»") - 1
+    return Sample(text.replace("«", "", 1).replace("»", "", 1), start, end)
+
+
+def samples_of(pattern: SecretPattern) -> list[Sample]:
+    """A rule's true samples, filled."""
+    return [sample(s, f"{pattern.kind}:{i}") for i, s in enumerate(pattern.samples)]
+
+
+def negatives_of(pattern: SecretPattern) -> list[Sample]:
+    """A rule's false samples, filled."""
+    return [sample(s, f"{pattern.kind}:-{i}") for i, s in enumerate(pattern.negatives)]

@@ -17,7 +17,7 @@ from opentelemetry.trace import format_span_id, format_trace_id
 
 from ..core.hooks import ToolCallRecord
 from ..telemetry import attributes as A
-from .redaction import RedactingProcessor, Redactor
+from .redaction import RedactingProcessor, Redactor, resolve
 
 _EVENT_ATTR_TYPES = (str, bool, int, float)
 
@@ -42,10 +42,12 @@ def add_trace_context(logger: Any, method_name: str, event_dict: Any) -> Any:
     return event_dict
 
 
-def json_logger(stream: Any, redactor: Redactor | None = None) -> Any:
+def json_logger(stream: Any, redactor: Redactor | bool | None = None) -> Any:
     """A structlog logger that writes one JSON line per event to ``stream`` (a file-like
-    object), scrubbed by ``redactor`` first when one is given; nothing is configured globally."""
-    processors: list[Any] = [] if redactor is None else [RedactingProcessor(redactor)]
+    object), scrubbed by ``redactor`` first (by default the default redactor; ``False`` for
+    none); nothing is configured globally."""
+    chosen = resolve(redactor)
+    processors: list[Any] = [] if chosen is None else [RedactingProcessor(chosen)]
     return structlog.wrap_logger(
         structlog.PrintLogger(stream), processors=[*processors, structlog.processors.JSONRenderer()]
     )
@@ -56,14 +58,23 @@ class StructlogEvents:
 
     ``logger`` defaults to ``structlog.get_logger("otelhooks")``. With ``mirror_to_span`` each
     event is also added to the tool span as a span event of the same name, so the log line shows
-    in the trace.
+    in the trace. The event's fields (the tool's name and the call's id come from the model) are
+    redacted before they are logged, whoever configured structlog: by ``redactor``, by default
+    the default one (``False`` turns that off).
     """
 
     name = "structlog_events"
 
-    def __init__(self, logger: Any = None, *, mirror_to_span: bool = False) -> None:
+    def __init__(
+        self,
+        logger: Any = None,
+        *,
+        mirror_to_span: bool = False,
+        redactor: Redactor | bool | None = None,
+    ) -> None:
         self.logger = logger if logger is not None else structlog.get_logger("otelhooks")
         self.mirror_to_span = mirror_to_span
+        self.redactor = resolve(redactor)
 
     def on_tool_call_end(self, record: ToolCallRecord) -> None:
         """Log the call's outcome (completed, blocked or failed) with the trace ids."""
@@ -88,6 +99,11 @@ class StructlogEvents:
             fields["error_type"] = record.error_type
         if record.decision is not None:
             fields["decision"] = record.decision
+        if self.redactor is not None:  # the fields that carry text from outside
+            fields["tool_name"] = self.redactor.scrub_identifier(record.tool_name)
+            fields["call_id"] = self.redactor.scrub_identifier(record.tool_call.id)
+            if "reason" in fields and isinstance(fields["reason"], str):
+                fields["reason"] = self.redactor.scrub_text(fields["reason"])
         getattr(self.logger, level)(event, **fields)
         if self.mirror_to_span:
             span = trace.get_current_span()

@@ -372,11 +372,11 @@ class RedactingOTLPSpanExporter(SpanExporter):
     """
 
     def __init__(self, inner: SpanExporter | None = None, redactor: Any = None) -> None:
-        from ..builtin.redaction import Redactor
+        from ..builtin.redaction import default_redactor
         from ..builtin.span_redaction import scrub_span
 
         self.inner = inner if inner is not None else make_otlp_exporter()[0]
-        self.redactor = redactor if redactor is not None else Redactor()
+        self.redactor = redactor if redactor is not None else default_redactor()
         self._scrub = scrub_span
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -419,7 +419,7 @@ def setup_tracing(
     otlp_endpoint: str | Sequence[str] | None = None,
     otlp_protocol: OtlpProtocol | str | None = None,
     export_timeout: float | None = None,
-    redactor: Any = None,
+    redactor: Any = True,
     batch: bool = True,
     batch_options: Mapping[str, int] | None = None,
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
@@ -435,9 +435,10 @@ def setup_tracing(
     ``exporter`` is ``"console"`` (the SDK's console exporter), ``"otlp"``, ``"memory"``,
     ``"none"`` or any SDK ``SpanExporter``; ``None`` means ``OTEL_TRACES_EXPORTER``, else
     console. ``service_name`` wins over ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``,
-    which win over ``default_service_name`` (``otelhooks``). With a ``redactor``
-    (:class:`otelhooks.builtin.redaction.Redactor`) every span is scrubbed before any exporter
-    or extra processor sees it. ``processors`` receive the (scrubbed) spans too.
+    which win over ``default_service_name`` (``otelhooks``). Every span is scrubbed before any
+    exporter or extra processor sees it, by ``redactor`` (a
+    :class:`otelhooks.builtin.redaction.Redactor`; by default the default one; ``False`` turns
+    redaction off, as asked). ``processors`` receive the (scrubbed) spans too.
     ``batch_options`` go to the batch processor (default :data:`DEFAULT_BATCH`, under any
     ``OTEL_BSP_*`` variable); ``shutdown_timeout`` bounds :meth:`TracingSetup.shutdown`.
     ``metrics`` (``"console"``, ``"otlp"``, ``"none"`` or an SDK ``MetricExporter``; default
@@ -452,6 +453,9 @@ def setup_tracing(
     module's documentation). ``set_global`` installs the new provider as the global one unless
     one is already installed, in which case it logs a warning and leaves the global alone.
     """
+    from ..builtin.redaction import resolve
+
+    redactor = resolve(redactor)
     stats = ExportStats()
     existing = _global_sdk_provider() if use_global and exporter is None else None
     if existing is not None:

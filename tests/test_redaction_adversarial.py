@@ -1,0 +1,345 @@
+"""The in-process boundary against shapes a review found secrets slipping through: secrets split
+into lines, held in every kind of container, changed after redaction by a later hook, quoted in
+error messages, and a long run of one letter taken for a token. Each case runs the real executor
+with the redaction hook, and (unless said otherwise) the span processor and the structlog chain;
+a secret counts as removed when no 8 of its characters remain in a channel."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import json
+from collections import namedtuple
+from typing import Any
+
+import pydantic
+import pytest
+
+from otelhooks import AfterOverride, Hooks, ToolCall, ToolExecutor, ToolOutput, ToolRegistry
+from otelhooks.builtin import RedactionHook, Redactor, StructlogEvents, json_logger
+from otelhooks.builtin.secret_rules import fill
+from otelhooks.telemetry.testing import in_memory_tracing
+
+PEM_BODY = fill("MIIEowIBAAKCAQEA{b64}\n{b64}\n{b64}\n{b40}", "adversarial-pem")
+PEM = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}\n-----END RSA PRIVATE KEY-----"
+TOKEN = fill("ghp_{a36}", "adversarial-token")
+PASSWORD_BLOCK = "config:\n  password: |\n    correct-horse-battery\n    staple-2026-x\n  user: bob"
+
+
+def leftover(secret: str, text: str) -> str | None:
+    """A piece of 8 characters of ``secret`` (line breaks aside) still in ``text``."""
+    for part in secret.split("\n"):
+        for i in range(max(0, len(part) - 7)):
+            if part[i : i + 8] in text:
+                return part[i : i + 8]
+    return None
+
+
+def channels(value: Any, *, span_processor: bool = True, extra_hooks: Any = ()) -> dict[str, str]:
+    """``value`` returned by a tool through the real pipeline: what the model got (content and
+    details), what the exported spans and the log lines carry."""
+    redactor = Redactor()
+    tracing = in_memory_tracing(redactor=redactor if span_processor else None)
+    logs = io.StringIO()
+    logger = json_logger(logs, redactor)
+    registry = ToolRegistry()
+
+    @registry.tool
+    def emit() -> Any:
+        """Return the value."""
+        logger.info("tool output", output=repr(value) if not _jsonable(value) else value)
+        return value
+
+    hooks = Hooks(
+        [RedactionHook(redactor), *extra_hooks, StructlogEvents(logger, mirror_to_span=True)]
+    )
+    executor = ToolExecutor(registry, hooks, tracer_provider=tracing.provider, capture_content=True)
+    result = asyncio.run(executor.execute(ToolCall("c1", "emit", {})))
+    return {
+        "result": result.content + "\n" + _text(result.details),
+        "spans": "\n".join(s.to_json() for s in tracing.spans()),
+        "logs": logs.getvalue(),
+    }
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _text(value: Any) -> str:
+    """Everything a consumer of ``details`` could read out of it."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump_json()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json.dumps(dataclasses.asdict(value))
+    if isinstance(value, (set, frozenset)):
+        return json.dumps(sorted(value))
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, default=_text)
+    return str(value)
+
+
+def assert_removed(secret: str, seen: dict[str, str]) -> None:
+    for channel, text in seen.items():
+        assert leftover(secret, text) is None, (channel, leftover(secret, text), text[:400])
+
+
+# -- secrets split into lines --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda s: s.splitlines(),
+        lambda s: tuple(s.splitlines()),
+        lambda s: {"lines": s.splitlines()},
+        lambda s: json.dumps(s.splitlines()),
+        lambda s: {"file": "id_rsa", "content": json.dumps({"lines": s.splitlines()})},
+    ],
+    ids=["list", "tuple", "mapping of a list", "JSON text of a list", "nested JSON"],
+)
+@pytest.mark.parametrize("secret", [PEM, PASSWORD_BLOCK], ids=["private key", "yaml block"])
+def test_a_secret_returned_as_lines_is_removed_like_the_whole(secret: str, shape: Any) -> None:
+    body = PEM_BODY if secret is PEM else "correct-horse-battery\nstaple-2026-x"
+    assert_removed(body, channels(shape(secret)))
+
+
+def test_lines_that_hold_no_secret_together_are_kept() -> None:
+    lines = ["-----BEGIN CERTIFICATE-----", "just a note", "password policy: 12 characters"]
+    assert Redactor().redact(lines) == (lines, [])
+
+
+# -- details of every container type ------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Credentials:
+    user: str
+    token: str
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenNote:
+    text: str
+
+
+class Model(pydantic.BaseModel):
+    user: str
+    password: str
+    note: str = ""
+
+
+Pair = namedtuple("Pair", ["name", "value"])
+
+
+class Opaque:
+    """An object the redactor knows nothing about but its text."""
+
+    def __str__(self) -> str:
+        return f"Opaque(api={TOKEN})"
+
+
+@pytest.mark.parametrize(
+    "details",
+    [
+        {TOKEN, "other"},
+        frozenset({f"token {TOKEN}"}),
+        bytearray(f"GITHUB_TOKEN={TOKEN}".encode()),
+        memoryview(f"key: {TOKEN}".encode()),
+        Credentials("ada", TOKEN),
+        FrozenNote(f"use {TOKEN}"),
+        Model(user="ada", password="hunter2hunter2", note=f"see {TOKEN}"),
+        Pair("gh", TOKEN),
+        Opaque(),
+        [{"nested": ({TOKEN},)}],
+    ],
+    ids=lambda d: type(d).__name__,
+)
+def test_details_of_every_container_type_are_redacted(details: Any) -> None:
+    redactor = Redactor()
+    registry = ToolRegistry()
+
+    @registry.tool
+    def emit() -> ToolOutput:
+        """Return the details."""
+        return ToolOutput(content="done", details=details)
+
+    executor = ToolExecutor(registry, Hooks([RedactionHook(redactor)]))
+    result = asyncio.run(executor.execute(ToolCall("c1", "emit", {})))
+    assert leftover(TOKEN, _text(result.details)) is None, result.details
+    assert "hunter2hunter2" not in _text(result.details)
+    if not isinstance(details, (bytearray, memoryview, Opaque)):
+        assert type(result.details) is type(details)  # the same type back where it can be made
+
+
+# -- a later hook changes the result ------------------------------------------------------------
+
+
+class AddsToDetails:
+    """An after-hook registered after the redaction hook that puts a secret in ``details``."""
+
+    name = "adds_to_details"
+
+    def __init__(self, in_place: bool) -> None:
+        self.in_place = in_place
+
+    def after_tool_call(self, ctx: Any) -> AfterOverride | None:
+        if self.in_place:
+            ctx.result.details["leaked"] = TOKEN
+            return None
+        return AfterOverride(details={**ctx.result.details, "leaked": TOKEN})
+
+
+def test_details_a_later_hook_overrides_are_redacted_again() -> None:
+    seen = channels({"ok": True}, extra_hooks=[AddsToDetails(in_place=False)])
+    assert_removed(TOKEN, seen)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs the core to scrub the final result once, after every after-hook (the "
+    "scrubber protocol of 'One path through the core'); the hook cannot see a later in-place "
+    "change",
+)
+def test_details_a_later_hook_changes_in_place_are_redacted_again() -> None:
+    seen = channels({"ok": True}, extra_hooks=[AddsToDetails(in_place=True)])
+    assert_removed(TOKEN, seen)
+
+
+# -- error messages on phase spans without the span processor -------------------------------------
+
+
+def _phase_spans(tool: Any, hooks: list[Any], args: dict[str, Any]) -> str:
+    redactor = Redactor()
+    tracing = in_memory_tracing()  # no span processor: the spans as otelhooks wrote them
+    registry = ToolRegistry()
+    registry.tool(tool, parameters=COUNT_SCHEMA)
+    executor = ToolExecutor(
+        registry, Hooks([RedactionHook(redactor), *hooks]), tracer_provider=tracing.provider
+    )
+    asyncio.run(executor.execute(ToolCall("c1", tool.__name__, args)))
+    return "\n".join(s.to_json() for s in tracing.spans())
+
+
+def fails(count: int) -> str:
+    """A tool whose handler raises with a secret in the message."""
+    raise RuntimeError(f"upstream rejected {TOKEN} after {count} tries")
+
+
+class RaisingBeforeHook:
+    name = "raising"
+
+    def before_tool_call(self, ctx: Any) -> None:
+        raise ValueError(f"could not check {TOKEN}")
+
+
+def takes_a_number(count: int) -> str:
+    """A tool whose JSON Schema refuses a string (the error quotes the value)."""
+    return str(count)
+
+
+COUNT_SCHEMA = {"type": "object", "properties": {"count": {"type": "integer"}}}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the phase spans' error messages are written by the core; they go through the "
+    "scrubber once the core calls it for every text it writes ('One path through the core')",
+)
+@pytest.mark.parametrize(
+    ("tool", "hooks", "args"),
+    [
+        (fails, [], {"count": 1}),
+        (takes_a_number, [RaisingBeforeHook()], {"count": 1}),
+        (takes_a_number, [], {"count": f"password={TOKEN}"}),
+    ],
+    ids=["handler exception", "hook failure", "schema error"],
+)
+def test_error_messages_reach_phase_spans_redacted_without_the_span_processor(
+    tool: Any, hooks: list[Any], args: dict[str, Any]
+) -> None:
+    assert leftover(TOKEN, _phase_spans(tool, hooks, args)) is None
+
+
+# -- a run of one letter is no token -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", ["A" * 5000, "A" * 200 + "B" * 200, "x=" + "A" * 120])
+def test_a_long_run_of_one_letter_is_not_a_twitter_token(text: str) -> None:
+    assert Redactor().scrub_text(text) == text
+
+
+def test_a_real_twitter_bearer_token_is_still_one() -> None:
+    token = "AAAAAAAAAAAAAAAAAAAAAMLheAAAAAAA0%2BuSeid%2BULvsea4JtiGRiSDSJSI%3DEUifiRBkKG5E2XzMDjRfl76ZC9Ub0wnz4XsNiRVBChTYbJcE3F"  # noqa: E501
+    assert Redactor().scrub_text(f"Bearer {token}") == "Bearer [REDACTED:twitter_bearer_token]"
+    assert Redactor().scrub_text(f"see {token} here") == "see [REDACTED:twitter_bearer_token] here"
+
+
+# -- a large result ------------------------------------------------------------------------------
+
+
+def _large(around: int) -> str:
+    """About 600 KB of base64 lines, a token placed ``around`` characters in."""
+    import base64
+    import random
+
+    rng = random.Random(5)
+    lines = [base64.b64encode(rng.randbytes(57)).decode() for _ in range(8000)]
+    text = "\n".join(lines)
+    cut = text.rfind("\n", 0, around) + 1
+    return text[:cut] + f"auth token {TOKEN} and {PEM}\n" + text[cut:]
+
+
+@pytest.mark.parametrize("around", [65_536 - 40, 131_072, 400_000], ids=["at a cut", "mid", "late"])
+def test_a_secret_in_a_large_text_is_removed_wherever_the_text_is_cut(around: int) -> None:
+    from otelhooks.builtin.redaction import CHUNK
+
+    text = _large(around)
+    assert len(text) > 4 * CHUNK
+    out = Redactor().scrub_text(text)
+    assert leftover(TOKEN, out) is None and leftover(PEM_BODY, out) is None
+
+
+def test_a_large_result_is_redacted_off_the_event_loop() -> None:
+    """The hook hands the core an awaitable that redacts in a worker thread: another task of
+    the same loop runs while it does (event-based: the other task must get a turn)."""
+    import threading
+
+    seen_threads: set[int] = set()
+    redactor = Redactor(callback=lambda path, text: seen_threads.add(threading.get_ident()))
+    hook = RedactionHook(redactor)
+    from otelhooks import ToolResult
+
+    big = ToolResult("c1", "emit", _large(300_000))
+
+    async def main() -> tuple[Any, bool]:
+        ticked = asyncio.Event()
+
+        async def other() -> None:
+            ticked.set()
+
+        pending = hook.after_tool_call(type("Ctx", (), {"result": big})())  # type: ignore[arg-type]
+        assert asyncio.iscoroutine(pending)
+        task = asyncio.create_task(other())
+        override = await pending
+        await task
+        return override, ticked.is_set()
+
+    override, ticked = asyncio.run(main())
+    assert ticked and threading.get_ident() not in seen_threads
+    assert override is not None and leftover(TOKEN, override.content) is None
+
+
+def test_redact_async_is_inline_for_small_values_and_threaded_for_large() -> None:
+    redactor = Redactor()
+    small, _ = asyncio.run(redactor.redact_async({"token": TOKEN}))
+    assert small == {"token": "[REDACTED:token]"}
+    large, paths = asyncio.run(redactor.redact_async([_large(200_000)]))
+    assert paths and leftover(TOKEN, large[0]) is None

@@ -1,0 +1,104 @@
+"""Redaction measured on sources its rules were not tuned on: Trivy's secret rules with their test
+data and secretlint's rules (scripts/install-secret-heldout.sh, ``OTELHOOKS_SECRET_HELDOUT``),
+and harmless text from pinned artifacts, every secret and text through the real executor,
+redaction hook, span processor and structlog chain (benchmarks/heldout.py).
+
+The goals are at least 95% of the held-out secrets removed and at most 1% of the held-out
+harmless texts altered, in each channel. The second is met and asserted. The first is not (90%
+reached: benchmark 13 reports it as missed, with every miss); what is asserted is the floor
+reached, per channel and per source, so that no change can lose what was gained without a test
+saying so, and that every held-out sample of a known format is removed in every channel."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from benchmarks import heldout as H
+from benchmarks import recall as R
+
+from .secret_corpus import require_corpus
+
+RECALL_GOAL = 0.95  # benchmark 13's goal, not met: see the module's documentation
+RECALL_FLOOR = 0.895  # reached in every channel (90.0-91.0% on 2026-12-07)
+SOURCE_FLOORS = {"trivy": 0.79, "secretlint": 0.935}  # reached: 80.6%, 94.4%
+FALSE_POSITIVE_GOAL = 0.01
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Path:
+    built = lambda path: (path / "DONE").is_file()  # noqa: E731
+    return require_corpus("OTELHOOKS_SECRET_HELDOUT", built, "install-secret-heldout.sh")
+
+
+@pytest.fixture(scope="module")
+def evaluation(corpus: Path) -> H.Evaluation:
+    return H.evaluate(None, corpus)
+
+
+def test_the_split_keeps_the_held_out_sources_apart(corpus: Path) -> None:
+    assert not set(H.SPLIT["tuning"]) & set(H.SPLIT["held-out"])
+    assert {s.source for s in H.samples(corpus)} == set(H.SPLIT["held-out"])
+
+
+def test_trivy_ships_real_samples_and_secretlint_none(corpus: Path) -> None:
+    reports = H.source_reports(corpus)
+    trivy, secretlint = reports["trivy"], reports["secretlint"]
+    assert trivy.rules >= 100 and trivy.rules_with_samples >= 20 and not trivy.generated
+    assert secretlint.generated  # made from the rules' own expressions: reported apart
+    assert secretlint.rules >= 20 and secretlint.rules_with_samples >= 20
+    assert all(s.generated == (s.source == "secretlint") for s in H.samples(corpus))
+
+
+def test_every_artifact_is_listed_with_its_hash(corpus: Path) -> None:
+    listed = H.manifest(corpus)
+    files = (corpus / "artifacts").rglob("*")
+    artifacts = {str(p.relative_to(corpus)) for p in files if p.is_file()}
+    assert artifacts <= {f["path"] for f in listed}
+    for entry in listed:
+        path = corpus / entry["path"]
+        if not path.is_file():  # an installed package's file, named from site-packages
+            path = H._site_packages() / entry["path"].removeprefix("site-packages/")
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"], entry["path"]
+
+
+def test_the_harmless_texts_come_from_every_pinned_artifact(corpus: Path) -> None:
+    texts = H.harmless(corpus)
+    assert {k: len(v) > 0 for k, v in texts.items()} == dict.fromkeys(texts, True)
+    assert any(t.startswith("github.com/") and " h1:" in t for _, t in texts["go.sum lines"])
+    assert any(len(t) > 20_000 for _, t in texts["JSON documents"])
+
+
+@pytest.mark.parametrize("channel", R.CHANNELS)
+def test_held_out_secrets_are_removed_at_the_floor_reached_in_each_channel(
+    evaluation: H.Evaluation, channel: str
+) -> None:
+    removed, placed = evaluation.recall.by("channel")[channel]
+    misses = [m for m in evaluation.recall.misses() if m[2] == channel][:10]
+    assert removed / placed >= RECALL_FLOOR, (channel, removed, placed, misses)
+
+
+def test_every_held_out_secret_of_a_known_format_is_removed_in_every_channel(
+    evaluation: H.Evaluation,
+) -> None:
+    known = evaluation.recall.only(lambda o: R.family(o.placed.sample.secret) == "format")
+    removed, placed = known.rate()
+    assert placed > 2000 and removed == placed, known.misses()[:10]
+
+
+@pytest.mark.parametrize("channel", R.CHANNELS)
+def test_at_most_1_percent_of_held_out_harmless_text_is_altered(
+    evaluation: H.Evaluation, channel: str
+) -> None:
+    altered, total = evaluation.altered(evaluation.held_out)[channel]
+    examples = [e for c in evaluation.held_out for e in evaluation.examples(c, 2)]
+    assert total > 2000
+    assert altered / total <= FALSE_POSITIVE_GOAL, (channel, altered, total, examples)
+
+
+def test_each_held_out_source_on_its_own_keeps_its_floor(evaluation: H.Evaluation) -> None:
+    for source in H.SPLIT["held-out"]:
+        removed, placed = evaluation.recall_of((source,)).rate()
+        assert placed and removed / placed >= SOURCE_FLOORS[source], (source, removed, placed)
