@@ -482,7 +482,7 @@ def test_deeply_nested_arguments_are_refused_clearly() -> None:
 
 def test_nan_and_bytes_survive_to_a_result() -> None:
     registry = ToolRegistry()
-    registry.register(lambda x: x, name="t", parameters={"type": "object"})
+    registry.register(lambda x: x, name="t", parameters={"type": "object", "properties": {"x": {}}})
     tracing = in_memory_tracing()
     executor = ToolExecutor(registry, tracer_provider=tracing.provider, capture_content=True)
     result = asyncio.run(executor.execute(ToolCall("c", "t", {"x": [math.nan, b"\xff\x00"]})))

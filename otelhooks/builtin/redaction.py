@@ -2,6 +2,8 @@
 
 A :class:`Redactor` is configured once and used by
 
+* as the executor's and the agent's scrubber (``scrubber=redactor``, see
+  :mod:`otelhooks.core.scrub`), on everything a call hands the model and writes on its span;
 * :class:`RedactionHook`, an after-hook that rewrites tool results before they reach the model;
 * :class:`~otelhooks.builtin.span_redaction.RedactingSpanProcessor` (needs the SDK), which
   scrubs every span's attributes, events (exception
@@ -26,13 +28,12 @@ import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from opentelemetry import trace
 
 from ..core.hooks import AfterOverride, AfterToolCallContext
-from ..core.messages import ToolResult
 from ..telemetry import attributes as A
 from .secret_context import (
     CREDENTIAL_WORDS,
@@ -933,13 +934,14 @@ def _has_content(value: Any) -> bool:
 class RedactionHook:
     """After-hook: redacts a tool result's content and details before the model sees them.
 
-    Register it first among after-hooks, so that the hooks after it, and whatever they print or
-    log, see redacted results. It holds whatever the other hooks do: a result that a later hook
-    changed is scrubbed again before it leaves the call (:meth:`scrub_result`), and everything the
-    runtime writes itself for the model or a span (block reasons, error messages, captured
-    content) goes through :meth:`scrub_text` before any cut. It fails closed: if it cannot run,
-    the result is withheld rather than passed on unredacted. The redacted paths are recorded on
-    the current (``after``) span as ``otelhooks.redacted.paths``.
+    Hooks registered after it, and whatever they print or log, see redacted results. It fails
+    closed: if it cannot run, the result is withheld rather than passed on unredacted. The
+    redacted paths are recorded on the current (``after``) span as ``otelhooks.redacted.paths``.
+
+    The text the runtime writes itself (block reasons, error messages, captured content) and
+    every change a later hook makes are scrubbed by the executor's scrubber, which is declared,
+    not found on a hook: give the same redactor as ``scrubber=`` to the executor or the agent
+    (:mod:`otelhooks.core.scrub`). With one, this hook finds the result already redacted.
     """
 
     name = "redaction"
@@ -959,22 +961,6 @@ class RedactionHook:
         if span.is_recording():
             span.set_attribute(A.REDACTED_PATHS, paths)
         return AfterOverride(content=content, details=details)
-
-    def scrub_text(self, text: str) -> str:
-        """Text the runtime writes for the model or a span, with secrets replaced."""
-        return self.redactor.redact_text(text)[0]
-
-    def scrub_identifier(self, name: str) -> str:
-        """A name the model chose (a tool name, a call id), with secrets replaced."""
-        return self.redactor.redact_identifier(name)[0]
-
-    def scrub_result(self, result: ToolResult) -> ToolResult:
-        """``result`` with its content and details redacted (the same object when clean)."""
-        content, _ = self.redactor.redact(result.content, "result")
-        details, _ = self.redactor.redact(result.details, "details")
-        if content is result.content and details is result.details:
-            return result
-        return replace(result, content=content, details=details)
 
 
 # -- place 3: log events -----------------------------------------------------------------------

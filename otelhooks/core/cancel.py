@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, TypeAlias
+
+CancelSource: TypeAlias = Literal["code", "signal", "outside"]
 
 
 class CancelSignal:
@@ -16,12 +18,13 @@ class CancelSignal:
     A signal may be cancelled from any thread of the event loop that created it.
     """
 
-    __slots__ = ("_callbacks", "_event", "_reason", "_tasks")
+    __slots__ = ("_callbacks", "_cancelled", "_event", "_reason", "_tasks")
 
     def __init__(self) -> None:
         self._reason: str | None = None
         self._event: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._cancelled: set[asyncio.Task[Any]] = set()  # cancelled by it, not yet absorbed
         self._callbacks: list[Callable[[str], None]] = []
 
     @property
@@ -50,6 +53,7 @@ class CancelSignal:
             # would fire at whatever it awaits next, possibly outside the tool or hook.
             if task is not current:
                 task.cancel(reason)
+                self._cancelled.add(task)
         for callback in self._callbacks:
             callback(reason)
 
@@ -73,14 +77,18 @@ class CancelSignal:
         """Context manager: while inside, ``cancel()`` cancels the current task."""
         return _Watching(self)
 
-    def absorbs(self, exc: asyncio.CancelledError) -> bool:
+    def absorbs(self, exc: asyncio.CancelledError | None = None) -> bool:
         """True when a ``CancelledError`` came from this signal alone; it is then absorbed
-        (``Task.uncancel``), and the caller turns it into an ordinary "cancelled" outcome.
-        False for an asyncio cancellation from outside, which the caller must re-raise."""
-        if self._reason is None:
-            return False
+        (its request taken off the task with ``Task.uncancel``, once however often this is
+        asked), and the caller turns it into an ordinary "cancelled" outcome. False for an
+        asyncio cancellation from outside, which the caller must re-raise."""
         task = asyncio.current_task()
-        return task is not None and task.uncancel() == 0
+        if self._reason is None or task is None:
+            return False
+        if task in self._cancelled:  # its request is still on the task
+            self._cancelled.discard(task)
+            return task.uncancel() == 0
+        return task.cancelling() == 0
 
 
 class _Watching:
@@ -101,3 +109,22 @@ class _Watching:
     def __exit__(self, *exc: object) -> None:
         if self._task is not None:
             self._signal._tasks.discard(self._task)
+
+
+def cancelled_by(signal: CancelSignal) -> CancelSource:
+    """Who an ``asyncio.CancelledError`` that just reached the runtime came from: the one rule
+    for every phase of a call (hooks, the handler, the runtime's own code).
+
+    * ``"code"``: nobody cancelled the task (``Task.cancelling() == 0``): the hook or handler
+      raised it itself, or awaited something that was cancelled. That is the code's fault, like
+      any exception: a hook failure, an error result.
+    * ``"signal"``: the call's :class:`CancelSignal` fired and cancelled the task, and nothing
+      else did; the cancellation is absorbed (:meth:`CancelSignal.absorbs`) and the call ends
+      with ``error: cancelled: <reason>``.
+    * ``"outside"``: the task itself is being cancelled (its caller gave up): the call's outcome
+      is recorded and the cancellation goes on.
+    """
+    task = asyncio.current_task()
+    if task is None or task.cancelling() == 0:
+        return "code"
+    return "signal" if signal.absorbs() else "outside"

@@ -96,6 +96,7 @@ EVENT_HOOK_NAME: Final = "otelhooks.hook.name"
 EVENT_HOOK_DECISION: Final = "otelhooks.hook.decision"
 EVENT_HOOK_DURATION_MS: Final = "otelhooks.hook.duration_ms"
 EVENT_HOOK_ERROR: Final = "otelhooks.hook.error"
+EVENT_HOOK_RECHECK: Final = "otelhooks.hook.recheck"  # it ran again on rewritten arguments
 EVENT_PROGRESS_CONTENT: Final = "otelhooks.tool.progress.content"
 EVENT_PROGRESS_INDEX: Final = "otelhooks.tool.progress.index"
 

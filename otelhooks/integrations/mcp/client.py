@@ -288,8 +288,8 @@ def strict_schema(schema: Mapping[str, Any], allow_extra: bool) -> dict[str, Any
     """``inputSchema`` as arguments are validated against: an object schema that does not say
     otherwise refuses properties it does not name, unless ``allow_extra``."""
     out = dict(schema)
-    if not allow_extra and out.get("type", "object") == "object":
-        out.setdefault("additionalProperties", False)
+    if out.get("type", "object") == "object":  # said either way: an unsaid one is closed
+        out.setdefault("additionalProperties", allow_extra)
     out.setdefault("type", "object")
     return out
 

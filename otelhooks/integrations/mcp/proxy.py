@@ -180,6 +180,7 @@ class MCPProxy:
             capture=capture_from_env(),
             max_content_length=4096,
             instruments=Instruments(None),
+            scrubber=self.policy.redactor if self.policy.redaction else None,
         )
         self.tracer = trace.get_tracer("otelhooks.mcp.proxy", tracer_provider=tracer_provider)
         self.session_traces = SessionTraces()
