@@ -29,12 +29,18 @@ def run(report: Report, quick: bool) -> None:
     provider = sdk_provider(redactor)
     logger = make_logger(redactor)
     readme = ToolExecutor(
-        make_registry(), default_hooks(redactor, logger), tracer_provider=provider
+        make_registry(),
+        default_hooks(redactor, logger),
+        tracer_provider=provider,
+        scrubber=redactor,
     )
     same_work = make_floor(provider, redactor, logger)
     bare_provider, bare_logger = plain_provider(), make_logger(None)
     defaults_only = ToolExecutor(
-        make_registry(), default_hooks(redactor, bare_logger), tracer_provider=bare_provider
+        make_registry(),
+        default_hooks(redactor, bare_logger),
+        tracer_provider=bare_provider,
+        scrubber=redactor,
     )
     minimal = make_minimal_floor(bare_provider, bare_logger)
     n, repeats = (300, 3) if quick else (500, 41)

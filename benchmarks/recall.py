@@ -420,7 +420,9 @@ def run_channels(placed: list[Placed], redactor: Any = None) -> list[Outcome]:
         return current["value"]
 
     hooks = Hooks([RedactionHook(redactor), StructlogEvents(logger, mirror_to_span=True)])
-    executor = ToolExecutor(registry, hooks, tracer_provider=tracing.provider, capture_content=True)
+    executor = ToolExecutor(
+        registry, hooks, tracer_provider=tracing.provider, capture_content=True, scrubber=redactor
+    )
     outcomes: list[Outcome] = []
 
     async def main() -> None:

@@ -12,7 +12,7 @@ give it (default ``ollama``: vllm, llama_cpp, lm_studio, ...).
 import asyncio
 import os
 
-from _weather import PROMPT, default_hooks, tools
+from _weather import PROMPT, REDACTOR, default_hooks, tools
 
 from otelhooks.core.loop import Agent
 from otelhooks.providers import ModelParams
@@ -33,6 +33,7 @@ async def main() -> None:
         provider,
         tools=tools,
         hooks=default_hooks(),
+        scrubber=REDACTOR,
         model=os.environ.get("LOCAL_MODEL", "llama3.2"),
         name="weather",
         params=ModelParams(temperature=0.0, max_tokens=300),

@@ -941,11 +941,13 @@ class RedactionHook:
     The text the runtime writes itself (block reasons, error messages, captured content) and
     every change a later hook makes are scrubbed by the executor's scrubber, which is declared,
     not found on a hook: give the same redactor as ``scrubber=`` to the executor or the agent
-    (:mod:`otelhooks.core.scrub`). With one, this hook finds the result already redacted.
+    (:mod:`otelhooks.core.scrub`); without one, the executor refuses to run this hook
+    (``requires_scrubber``). With one, this hook finds the result already redacted.
     """
 
     name = "redaction"
     after_failure = "fail_closed"
+    requires_scrubber = True
 
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor

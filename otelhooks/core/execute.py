@@ -67,7 +67,7 @@ from .hooks import (
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult
 from .outcome import NO_ARGUMENTS, Allowed, CallState, Ended, Outcome, Prepared, UpdateCallback
 from .plan import PlanCache
-from .scrub import Scrubber
+from .scrub import NO_SCRUBBING, Scrubber
 from .tool_span import DEFAULT_TOOL_CONTENT_LENGTH, NoPhase, Phase, ToolCallRecorder
 from .tools import InvalidArguments, Tool, ToolSet, decode_arguments
 
@@ -156,6 +156,8 @@ class ToolExecutor:
         self.capture = recorder.capture
         self.scrubber = recorder.scrubber
         self.plans = plans if plans is not None else PlanCache()
+        if isinstance(self.hooks, HookChain):
+            self.hooks.check_scrubber(self.scrubber is not NO_SCRUBBING)
 
     # -- public entry points ------------------------------------------------------------------
 
@@ -505,6 +507,8 @@ class ToolExecutor:
         if chain is None:
             own = self.hooks
             chain = own.snapshot() if isinstance(own, Hooks) else own
+        if chain.requiring_scrubber:
+            chain.check_scrubber(self.scrubber is not NO_SCRUBBING)
         if tool is not None:
             plan = self.plans.plan(chain, tool)
             hooks = plan.hooks

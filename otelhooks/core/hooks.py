@@ -31,10 +31,10 @@ Contracts
 * A **hook object** takes part through the members of :class:`ToolHook` (a base class with no-op
   methods; subclassing it is optional): ``before_tool_call``, ``after_tool_call``,
   ``on_tool_call_end`` and the settings ``name``, ``tools``, ``timeout``, ``before_failure``,
-  ``after_failure``, ``patterns``. An object with a public attribute that looks like a hook
-  method but is none (within two edits of one, or starting with ``before_``, ``after_`` or
-  ``on_tool``) is refused with a ``TypeError`` naming the method it probably meant: a misspelt
-  after-hook never silently stops running.
+  ``after_failure``, ``patterns``, ``requires_scrubber``. An object with a public attribute
+  that looks like a hook method but is none (within two edits of one, or starting with
+  ``before_``, ``after_`` or ``on_tool``) is refused with a ``TypeError`` naming the method it
+  probably meant: a misspelt after-hook never silently stops running.
 * A hook that only applies to some tools (``tools=``, or a policy's ``patterns``) is checked
   against the registered tools when the registry is known (``Hooks(registry=...)``, and when an
   agent starts): a pattern that matches no tool raises :class:`UnmatchedToolPatternError` naming
@@ -43,7 +43,8 @@ Contracts
   ``Hooks(strict=False)`` turns the errors into :class:`UnmatchedToolPattern` warnings. A typo
   must not let the tool it meant run unguarded.
 * Redaction of what the runtime writes is not a hook's business: it is the scrubber given to the
-  executor (:mod:`otelhooks.core.scrub`).
+  executor (:mod:`otelhooks.core.scrub`). A hook that redacts results declares
+  ``requires_scrubber = True``: an executor or agent without a scrubber then refuses to run it.
 * A hook never sees the runtime's own copy of the arguments: ``args`` is a read-only mapping and
   every value that is not an immutable scalar is a deep copy.
 """
@@ -221,6 +222,9 @@ class ToolHook:
     """What a failure of ``after_tool_call`` does."""
     patterns: Iterable[str] = ()
     """Tool patterns of the hook's own (a policy's list), checked like ``tools``."""
+    requires_scrubber: bool = False
+    """The hook redacts results, and means the runtime to scrub what it writes as well: an
+    executor without a scrubber refuses to run it (a half-redacted call is a leak)."""
 
     def before_tool_call(
         self, ctx: BeforeToolCallContext
@@ -240,7 +244,15 @@ class ToolHook:
 
 HOOK_METHODS: Final = ("before_tool_call", "after_tool_call", "on_tool_call_end")
 """The methods through which a hook object takes part."""
-HOOK_SETTINGS: Final = ("name", "tools", "timeout", "before_failure", "after_failure", "patterns")
+HOOK_SETTINGS: Final = (
+    "name",
+    "tools",
+    "timeout",
+    "before_failure",
+    "after_failure",
+    "patterns",
+    "requires_scrubber",
+)
 """The settings a hook object may carry."""
 _CONTRACT: Final = frozenset(HOOK_METHODS + HOOK_SETTINGS)
 _RETIRED: Final = {
@@ -328,6 +340,7 @@ class RegisteredHook:
     after_failure: FailurePolicy = FAIL_OPEN
     patterns: tuple[str, ...] = ()  # tool patterns of the hook's own (a policy's list)
     tools_later: bool = False  # its tools are registered later: not checked at registration
+    requires_scrubber: bool = False  # see ToolHook.requires_scrubber
     _exact: frozenset[str] = field(default=frozenset(), repr=False)
     _globs: tuple[str, ...] = field(default=(), repr=False)
 
@@ -380,10 +393,24 @@ NO_HOOKS: Final = PhaseHooks((), (), ())
 class HookChain:
     """An immutable, ordered set of registrations (what one turn or one executor uses)."""
 
-    __slots__ = ("hooks",)
+    __slots__ = ("hooks", "requiring_scrubber")
 
     def __init__(self, hooks: Iterable[RegisteredHook] = ()) -> None:
         self.hooks: tuple[RegisteredHook, ...] = tuple(hooks)
+        self.requiring_scrubber: tuple[str, ...] = tuple(
+            h.name for h in self.hooks if h.requires_scrubber
+        )
+        """The hooks that refuse to run without a scrubber (see :class:`ToolHook`)."""
+
+    def check_scrubber(self, scrubbing: bool) -> None:
+        """Raise ``ValueError`` when a hook requires a scrubber and there is none."""
+        if self.requiring_scrubber and not scrubbing:
+            names = ", ".join(repr(n) for n in self.requiring_scrubber)
+            raise ValueError(
+                f"hook {names} redacts results, but without a scrubber the runtime would write "
+                "block reasons, error messages and span content unredacted: give the redactor "
+                "to the executor or agent as scrubber=... as well"
+            )
 
     def check_tools(self, tool_names: Iterable[str], *, strict: bool = True) -> list[str]:
         """Raise on (or, not ``strict``, warn about) tool patterns that match no tool; returns
@@ -513,6 +540,7 @@ class Hooks:
                     f"hooks.add({hook.__name__}(...))"
                 )
             own_patterns: tuple[str, ...] = ()
+            requires_scrubber = False
             if hook is not None:
                 check_hook_object(hook)
                 before = before or _member(hook, "before_tool_call")
@@ -524,6 +552,7 @@ class Hooks:
                 timeout = timeout if timeout is not None else getattr(hook, "timeout", None)
                 before_failure = before_failure or getattr(hook, "before_failure", None)
                 after_failure = after_failure or getattr(hook, "after_failure", None)
+                requires_scrubber = getattr(hook, "requires_scrubber", False) is True
             if before is None and after is None and observe is None:
                 raise TypeError(
                     "a hook needs before_tool_call, after_tool_call or on_tool_call_end"
@@ -544,6 +573,7 @@ class Hooks:
                 after_failure=after_failure or FAIL_OPEN,
                 patterns=own_patterns,
                 tools_later=tools_later,
+                requires_scrubber=requires_scrubber,
             )
         if self.registry is not None and not registered.tools_later:
             check_tool_patterns([registered], [t.name for t in self.registry], strict=self.strict)

@@ -64,7 +64,7 @@ from .provider import (
     ToolCallChunk,
 )
 from .run_span import RunRecorder
-from .scrub import Scrubber
+from .scrub import NO_SCRUBBING, Scrubber
 from .tool_span import DEFAULT_TOOL_CONTENT_LENGTH, ToolCallRecorder
 from .tools import ToolRegistry, ToolSet
 
@@ -426,6 +426,7 @@ class Agent:
         self, new: list[UserMessage], signal: CancelSignal, *, poll_steering: bool
     ) -> RunResult:
         self.hooks.check_tools([t.name for t in self.tools])  # a typo stops the run here
+        self.hooks.snapshot().check_scrubber(self.scrubber is not NO_SCRUBBING)
         run_id = uuid.uuid4().hex[:16]
         trace_ = self._recorder.run(self.name, self._run_attributes())
         run = _Run(run_id, signal, trace_.context, [])
