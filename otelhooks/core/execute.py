@@ -28,10 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
-from types import MappingProxyType
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypedDict, Unpack
 
 from opentelemetry import context as otel_context
@@ -62,14 +59,22 @@ from .hooks import (
     HookChain,
     Hooks,
     PhaseHooks,
-    ToolCallRecord,
 )
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult
-from .outcome import NO_ARGUMENTS, Allowed, CallState, Ended, Outcome, Prepared, UpdateCallback
+from .outcome import (
+    NO_ARGUMENTS,
+    Allowed,
+    CallState,
+    Ended,
+    Outcome,
+    Prepared,
+    UpdateCallback,
+    end_call,
+)
 from .plan import PlanCache
 from .scrub import NO_SCRUBBING, Scrubber
 from .tool_span import DEFAULT_TOOL_CONTENT_LENGTH, NoPhase, Phase, ToolCallRecorder
-from .tools import InvalidArguments, Tool, ToolSet, decode_arguments
+from .tools import InvalidArguments, ToolSet, prepared_arguments
 
 _EMPTY_CONTEXT: Final = AgentContext()
 _NOT_WATCHED: Final = contextlib.nullcontext()
@@ -184,7 +189,7 @@ class ToolExecutor:
                 step = await self._before(state)
         except BaseException as exc:
             step = self._stopped(state, exc, None)
-        return step if isinstance(step, Allowed) else self._end(state, step)
+        return step if isinstance(step, Allowed) else end_call(state, step)
 
     async def finish(self, prepared: Prepared) -> ToolResult:
         """Run the handler and after-hooks of an allowed call, end its span and return its
@@ -199,7 +204,7 @@ class ToolExecutor:
                 outcome = await self._after(prepared, *await self._run(prepared))
         except BaseException as exc:
             outcome = self._stopped(state, exc, prepared)
-        return self._end(state, outcome).result
+        return end_call(state, outcome).result
 
     def skip(
         self,
@@ -242,7 +247,8 @@ class ToolExecutor:
             try:
                 raw = call.arguments
                 if tool.prepare_arguments is not None:
-                    raw = self._prepared_arguments(tool, raw, phase)
+                    raw, changed = prepared_arguments(tool, raw)
+                    phase.event(A.EVENT_PREPARE_ARGUMENTS, {A.ARGUMENTS_PREPARED: changed})
                 args = tool.validate(raw)
             except InvalidArguments as exc:
                 message = f"invalid arguments for tool {tool.name!r}: {exc}"
@@ -273,10 +279,7 @@ class ToolExecutor:
         call = state.call
         with state.trace.phase(A.SPAN_RUN, current=True) as phase:
             if state.signal.cancelled:  # stopped between its before phase and now
-                outcome = self._cancelled(
-                    state, phase, A.DECISION_ALLOW, allowed.arguments, allowed.rewritten
-                )
-                return outcome.result, A.ERR_CANCELLED
+                return self._run_cancelled(allowed, phase)
             bound = call_bound(state.timeout, allowed.arguments, tool, self.tool_timeout)
             limit = deadline(bound.timeout)
             try:
@@ -286,17 +289,17 @@ class ToolExecutor:
                         allowed.arguments,
                         tool_call_id=call.id,
                         signal=state.signal,
-                        on_progress=self._progress(state, phase),
+                        on_progress=phase.reporter(call, state.on_update),
                         on_attributes=state.trace.set_attributes if tool.context_param else None,
                         in_thread=bound.in_thread,
                     )
-                return self._to_model(state, as_result(call, value)), None
+                return state.trace.for_model(as_result(call, value)), None
             except TimeoutError as exc:
                 if not limit.expired:  # the handler's own TimeoutError
                     return self._raised(state, phase, exc)
                 message = f"tool {tool.name!r} timed out after {bound.timeout}s"
                 phase.fail(A.ERR_TOOL_TIMEOUT, message)
-                return self._to_model(state, error_result(call, f"error: {message}")), (
+                return state.trace.for_model(error_result(call, f"error: {message}")), (
                     A.ERR_TOOL_TIMEOUT
                 )
             except asyncio.CancelledError as exc:
@@ -304,10 +307,7 @@ class ToolExecutor:
                 if source == "outside":
                     raise
                 if source == "signal":
-                    outcome = self._cancelled(
-                        state, phase, A.DECISION_ALLOW, allowed.arguments, allowed.rewritten
-                    )
-                    return outcome.result, A.ERR_CANCELLED
+                    return self._run_cancelled(allowed, phase)
                 return self._raised(state, phase, exc)  # the handler raised it itself
             except Exception as exc:
                 return self._raised(state, phase, exc)
@@ -329,7 +329,9 @@ class ToolExecutor:
                     result,
                     result.is_error,
                 )
-                verdict = await run_after_chain(hooks, ctx, state.signal, self._rescrub(state))
+                verdict = await run_after_chain(
+                    hooks, ctx, state.signal, state.trace.for_model_override
+                )
                 if isinstance(verdict, Interrupted):
                     self._hooks_ran(state, phase, verdict.runs)
                     return self._cancelled(
@@ -340,7 +342,7 @@ class ToolExecutor:
                 if verdict.failure is not None:
                     error_type = verdict.failure.error_type
                     phase.fail(error_type, str(verdict.failure))
-                    result = self._to_model(state, result)
+                    result = state.trace.for_model(result)
         if result.is_error and error_type is None:
             error_type = A.ERR_TOOL_ERROR  # the tool (or an after-hook) said it failed
         return Outcome(
@@ -361,7 +363,7 @@ class ToolExecutor:
     ) -> Outcome:
         """The call ends in its before phase with an error (unknown tool, invalid arguments)."""
         phase.fail(error_type, message)
-        result = self._to_model(state, error_result(state.call, f"error: {message}"))
+        result = state.trace.for_model(error_result(state.call, f"error: {message}"))
         return Outcome(result, None, error_type)
 
     def _blocked(self, state: CallState, phase: Phase | NoPhase, verdict: Blocked) -> Outcome:
@@ -395,21 +397,28 @@ class ToolExecutor:
         """The run's signal stopped the call: an error result saying why."""
         reason = state.signal.reason or "cancelled"
         phase.cancelled(reason)
-        result = self._to_model(state, error_result(state.call, f"error: cancelled: {reason}"))
+        result = state.trace.for_model(error_result(state.call, f"error: cancelled: {reason}"))
         return Outcome(result, decision, A.ERR_CANCELLED, None, None, rewritten, args)
+
+    def _run_cancelled(self, allowed: Allowed, phase: Phase | NoPhase) -> tuple[ToolResult, str]:
+        """The run's signal stopped the handler (or stopped the call before it started)."""
+        args, rewritten = allowed.arguments, allowed.rewritten
+        return self._cancelled(allowed.state, phase, A.DECISION_ALLOW, args, rewritten).result, (
+            A.ERR_CANCELLED
+        )
 
     def _raised(
         self, state: CallState, phase: Phase | NoPhase, exc: BaseException
     ) -> tuple[ToolResult, str]:
         """The handler raised ``exc``: an error result with its message (scrubbed)."""
         error_type = getattr(exc, "error_type", None) or type(exc).__qualname__
-        result = self._to_model(state, error_result(state.call, error_text(exc)))
+        result = state.trace.for_model(error_result(state.call, error_text(exc)))
         phase.raised(exc, error_type, result.content)
         return result, error_type
 
     def _skipped(self, state: CallState, reason: str, args: Mapping[str, Any]) -> ToolResult:
-        result = self._to_model(state, error_result(state.call, reason))
-        return self._end(state, Outcome(result, A.DECISION_SKIP, arguments=args)).result
+        result = state.trace.for_model(error_result(state.call, reason))
+        return end_call(state, Outcome(result, A.DECISION_SKIP, arguments=args)).result
 
     def _stopped(self, state: CallState, exc: BaseException, allowed: Allowed | None) -> Outcome:
         """What stops a phase from outside the code it runs, said once: a cancellation from
@@ -426,7 +435,7 @@ class ToolExecutor:
             if source == "outside":
                 result = error_result(state.call, "error: cancelled")
                 cancelled = Outcome(result, decision, A.ERR_CANCELLED, None, None, rewritten, args)
-                self._end(state, cancelled)
+                end_call(state, cancelled)
                 raise exc
         result = error_result(
             state.call, f"error: the tool call failed inside otelhooks ({type(exc).__name__})"
@@ -434,59 +443,9 @@ class ToolExecutor:
         failed = type(exc).__qualname__
         outcome = Outcome(result, decision, failed, None, None, rewritten, args, failure=exc)
         if not isinstance(exc, Exception):
-            self._end(state, outcome)
+            end_call(state, outcome)
             raise exc
         return outcome
-
-    def _end(self, state: CallState, outcome: Outcome) -> Ended:
-        """The call's record, built once from its outcome: to the observers, on its span, in
-        the metrics. A call that ended already keeps its first record."""
-        trace = state.trace
-        if trace.ended is not None:
-            return Ended(trace.ended)
-        call, args = state.call, outcome.arguments
-        record = ToolCallRecord(
-            tool_call=call,
-            tool_name=str(call.name),
-            result=outcome.result,
-            decision=outcome.decision,
-            deciding_hook=outcome.deciding_hook,
-            block_reason=outcome.block_reason,
-            arguments_rewritten=outcome.rewritten,
-            error_type=outcome.error_type,
-            duration_ms=trace.elapsed_ms(),
-            arguments=MappingProxyType(args) if type(args) is dict else args,
-        )
-        if state.hooks.observers:
-            self._notify(state, record)
-        trace.end(
-            record,
-            tool_known=state.tool is not None,
-            overridden=outcome.overridden,
-            failure=outcome.failure,
-        )
-        return Ended(record)
-
-    def _notify(self, state: CallState, record: ToolCallRecord) -> None:
-        """Observers see the record while the call's span is current; one that raises (or is
-        async) is recorded on the span and ignored."""
-        context = state.trace.context
-        token = otel_context.attach(context) if context is not None else None
-        try:
-            for hook in state.hooks.observers:
-                assert hook.observe is not None
-                try:
-                    value = hook.observe(record)
-                    if value is not None and inspect.isawaitable(value):  # observers are sync
-                        close = getattr(value, "close", None)
-                        if close is not None:
-                            close()
-                        raise TypeError("on_tool_call_end must not be async")
-                except Exception as exc:
-                    state.trace.observer_failed(exc, hook.name)
-        finally:
-            if token is not None:
-                otel_context.detach(token)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -531,40 +490,6 @@ class ToolExecutor:
             tools,
         )
 
-    def _to_model(self, state: CallState, result: ToolResult) -> ToolResult:
-        """``result`` as the model may see it: its content and details through the scrubber
-        (each exactly once), the paths it changed noted on the call's span."""
-        scrub = self.scrubber.redact
-        content, paths = scrub(result.content, "result")
-        details = result.details
-        if details is not None:
-            details, more = scrub(details, "details")
-            paths = [*paths, *more] if more else paths
-        if not paths:
-            return result
-        state.trace.redacted(paths)
-        return replace(result, content=content, details=details)
-
-    def _rescrub(self, state: CallState) -> Callable[[ToolResult, ToolResult], ToolResult]:
-        """What scrubs an after-hook's override: only the fields it changed."""
-        scrub = self.scrubber.redact
-
-        def rescrub(new: ToolResult, old: ToolResult) -> ToolResult:
-            content, details = new.content, new.details
-            paths: list[str] = []
-            if content is not old.content:
-                content, found = scrub(content, "result")
-                paths += found
-            if details is not old.details and details is not None:
-                details, found = scrub(details, "details")
-                paths += found
-            if not paths:
-                return new
-            state.trace.redacted(paths)
-            return replace(new, content=content, details=details)
-
-        return rescrub
-
     def _hooks_ran(
         self, state: CallState, phase: Phase | NoPhase, runs: tuple[HookRun, ...]
     ) -> None:
@@ -573,41 +498,3 @@ class ToolExecutor:
             if run.failure is not None:
                 report_hook_failure(state.call, run.failure, self.scrubber)
         phase.hooks(runs)
-
-    def _prepared_arguments(
-        self, tool: Tool, arguments: Mapping[str, Any] | str, phase: Phase | NoPhase
-    ) -> Mapping[str, Any] | str:
-        """The call's raw arguments after the tool's ``prepare_arguments``."""
-        prepare = tool.prepare_arguments
-        assert prepare is not None
-        raw = decode_arguments(arguments)
-        try:
-            prepared = prepare(dict(raw))
-        except Exception as exc:
-            raise InvalidArguments(
-                f"prepare_arguments failed ({type(exc).__name__}: {exc})"
-            ) from None
-        phase.event(A.EVENT_PREPARE_ARGUMENTS, {A.ARGUMENTS_PREPARED: prepared != raw})
-        if not isinstance(prepared, (Mapping, str)):
-            raise InvalidArguments(
-                f"prepare_arguments returned {type(prepared).__name__}, not a mapping"
-            )
-        return prepared
-
-    def _progress(self, state: CallState, phase: Phase | NoPhase) -> Callable[[Any], None]:
-        """What a tool's ``ToolContext.progress`` (or a generator's item) calls: a span event
-        and the loop's update."""
-        count = 0
-        on_update = state.on_update
-
-        def on_progress(update: Any) -> None:
-            nonlocal count
-            count += 1
-            phase.progress(count, update)
-            if on_update is not None:
-                try:
-                    on_update(state.call, update)
-                except Exception as exc:  # a consumer's bug must not fail the tool
-                    phase.callback_failed(exc)
-
-        return on_progress

@@ -22,7 +22,6 @@ from opentelemetry import context as otel_context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Link, TracerProvider
 
-from ..telemetry import attributes as A
 from ..telemetry.content import Capture, capture_from_env, parse_capture
 from ..telemetry.instruments import Instruments
 from .cancel import CancelSignal
@@ -428,7 +427,13 @@ class Agent:
         self.hooks.check_tools([t.name for t in self.tools])  # a typo stops the run here
         self.hooks.snapshot().check_scrubber(self.scrubber is not NO_SCRUBBING)
         run_id = uuid.uuid4().hex[:16]
-        trace_ = self._recorder.run(self.name, self._run_attributes())
+        trace_ = self._recorder.run(
+            self.name,
+            model=self.model,
+            provider=self.provider,
+            agent_id=self.agent_id,
+            conversation_id=self.conversation_id,
+        )
         run = _Run(run_id, signal, trace_.context, [])
         token = otel_context.attach(run.context)
         final = AssistantMessage(stop_reason="aborted")
@@ -445,22 +450,6 @@ class Agent:
             self._emit(AgentEnd(run_id, final.stop_reason, tuple(run.added)))
             otel_context.detach(token)
             trace_.end()
-
-    def _run_attributes(self) -> dict[str, Any]:
-        """The ``invoke_agent`` span's attributes: the agent, its model and provider."""
-        attributes: dict[str, Any] = {
-            A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
-            A.GEN_AI_AGENT_NAME: self.name,
-            A.GEN_AI_REQUEST_MODEL: self.model,
-        }
-        provider_name = getattr(self.provider, "provider_name", None)
-        if isinstance(provider_name, str) and provider_name:
-            attributes[A.GEN_AI_PROVIDER_NAME] = provider_name
-        if self.agent_id:
-            attributes[A.GEN_AI_AGENT_ID] = self.agent_id
-        if self.conversation_id:
-            attributes[A.GEN_AI_CONVERSATION_ID] = self.conversation_id
-        return attributes
 
     async def _turns(self, run: _Run, poll_steering: bool) -> AssistantMessage:
         """Turns until the provider stops; ``poll_steering`` says whether the first turn takes
@@ -487,7 +476,7 @@ class Agent:
                     context=replace(turn.context, messages=(*turn.context.messages, message)),
                 )
                 if message.stop_reason == "length":
-                    results = self._fail_truncated(turn, message, run, chat_link)
+                    results = skip_truncated(self._batch(turn, message, run, chat_link))
                 else:
                     results = await self._execute_tool_calls(turn, message, run, chat_link)
                 for result in results:
@@ -520,17 +509,6 @@ class Agent:
 
     # -- one provider call --------------------------------------------------------------------
 
-    async def _provider_messages(self, turn: _Turn, run: _Run) -> tuple[Message, ...]:
-        """The messages the provider gets: the snapshot, through ``transform_context`` and
-        ``convert_messages``."""
-        messages: Sequence[AgentMessage] = turn.context.messages
-        if self.transform_context is not None:
-            transformed = self.transform_context(list(messages), run.signal)
-            if inspect.isawaitable(transformed):
-                transformed = await transformed
-            messages = transformed
-        return tuple(self.convert_messages(messages))
-
     async def _ask_provider(self, turn: _Turn, run: _Run) -> tuple[AssistantMessage, Link | None]:
         """One provider call: stream the assistant's message (an error or an abort ends it as a
         message, never a raise)."""
@@ -557,13 +535,18 @@ class Agent:
                 request = ProviderRequest(
                     model=model,
                     system_prompt=turn.context.system_prompt,
-                    messages=await self._provider_messages(turn, run),
+                    messages=await provider_messages(
+                        turn.context.messages,
+                        signal,
+                        self.transform_context,
+                        self.convert_messages,
+                    ),
                     tools=turn.context.tools,
                     signal=signal,
                     params=self.params,
                 )
                 chat.request(request)
-                message = await self._consume(request, text, calls)
+                message = await consume_stream(self.provider, request, self._emit, text, calls)
         except asyncio.CancelledError as exc:
             if not signal.absorbs(exc):
                 chat.cancelled()
@@ -598,40 +581,7 @@ class Agent:
         self._emit(MessageEnd(message))
         return message, chat.link
 
-    async def _consume(
-        self, request: ProviderRequest, text: list[str], calls: list[ToolCall]
-    ) -> AssistantMessage | None:
-        stream = self.provider.stream(request)
-        try:
-            async for event in stream:
-                if isinstance(event, TextChunk):
-                    text.append(event.text)
-                    self._emit(TextDelta(event.text))
-                elif isinstance(event, ToolCallChunk):
-                    calls.append(event.tool_call)
-                    self._emit(ToolCallRequested(event.tool_call))
-                elif isinstance(event, Done):
-                    return event.message
-                else:
-                    raise TypeError(f"provider yielded {type(event).__name__}, not a StreamEvent")
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        return None
-
     # -- the tool calls of one message --------------------------------------------------------
-
-    def _fail_truncated(
-        self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link | None
-    ) -> tuple[ToolResult, ...]:
-        """A message cut by the token limit: none of its calls runs (their arguments may be
-        cut); each gets an error result saying so, and the run goes on (Pi's behaviour)."""
-        batch = self._batch(turn, message, run, chat_link)
-        for i, call in enumerate(message.tool_calls):
-            self._emit(ToolExecutionStart(call))
-            batch.skip(i, truncated_call_message(str(call.name)))
-        return batch.emit_results()
 
     async def _execute_tool_calls(
         self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link | None
@@ -692,6 +642,52 @@ class Agent:
                 subscriber(event)
             except Exception:  # a consumer's bug must not stop the agent
                 logger.exception("event subscriber raised on %s", event.type)
+
+
+async def provider_messages(
+    messages: Sequence[AgentMessage],
+    signal: CancelSignal,
+    transform_context: TransformContext | None,
+    convert_messages: ConvertMessages,
+) -> tuple[Message, ...]:
+    """The messages the provider gets: the turn's snapshot, through ``transform_context`` and
+    ``convert_messages``."""
+    if transform_context is not None:
+        transformed = transform_context(list(messages), signal)
+        if inspect.isawaitable(transformed):
+            transformed = await transformed
+        messages = transformed
+    return tuple(convert_messages(messages))
+
+
+async def consume_stream(
+    provider: Provider,
+    request: ProviderRequest,
+    emit: Callable[[AgentEvent], None],
+    text: list[str],
+    calls: list[ToolCall],
+) -> AssistantMessage | None:
+    """Read the provider's stream: text deltas and tool calls as events (collected into
+    ``text`` and ``calls``), until the final message (``None`` when the stream ends without
+    one)."""
+    stream = provider.stream(request)
+    try:
+        async for event in stream:
+            if isinstance(event, TextChunk):
+                text.append(event.text)
+                emit(TextDelta(event.text))
+            elif isinstance(event, ToolCallChunk):
+                calls.append(event.tool_call)
+                emit(ToolCallRequested(event.tool_call))
+            elif isinstance(event, Done):
+                return event.message
+            else:
+                raise TypeError(f"provider yielded {type(event).__name__}, not a StreamEvent")
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    return None
 
 
 class _Batch:
@@ -762,6 +758,15 @@ class _Batch:
         for result in final:
             self.emit(ToolResultEvent(result))
         return final
+
+
+def skip_truncated(batch: _Batch) -> tuple[ToolResult, ...]:
+    """A message cut by the token limit: none of its calls runs (their arguments may be cut);
+    each gets an error result saying so, and the run goes on (Pi's behaviour)."""
+    for i, call in enumerate(batch.calls):
+        batch.emit(ToolExecutionStart(call))
+        batch.skip(i, truncated_call_message(str(call.name)))
+    return batch.emit_results()
 
 
 async def execute_sequential(batch: _Batch) -> None:

@@ -13,10 +13,13 @@ span and metrics are made from it and nothing else.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
+
+from opentelemetry import context as otel_context
 
 from .cancel import CancelSignal
 from .hooks import Decision, PhaseHooks, ToolCallRecord
@@ -107,3 +110,54 @@ class Ended:
 
 Prepared: TypeAlias = Allowed | Ended
 """What :meth:`~otelhooks.core.execute.ToolExecutor.prepare` returns."""
+
+
+def end_call(state: CallState, outcome: Outcome) -> Ended:
+    """The call's record, built once from its outcome: to the observers (while the call's span
+    is current; one that raises, or is async, is recorded on the span and ignored), on its span,
+    in the metrics. A call that ended already keeps its first record."""
+    trace = state.trace
+    if trace.ended is not None:
+        return Ended(trace.ended)
+    call, args = state.call, outcome.arguments
+    record = ToolCallRecord(
+        tool_call=call,
+        tool_name=str(call.name),
+        result=outcome.result,
+        decision=outcome.decision,
+        deciding_hook=outcome.deciding_hook,
+        block_reason=outcome.block_reason,
+        arguments_rewritten=outcome.rewritten,
+        error_type=outcome.error_type,
+        duration_ms=trace.elapsed_ms(),
+        arguments=MappingProxyType(args) if type(args) is dict else args,
+    )
+    if state.hooks.observers:
+        _notify(state, record)
+    trace.end(
+        record,
+        tool_known=state.tool is not None,
+        overridden=outcome.overridden,
+        failure=outcome.failure,
+    )
+    return Ended(record)
+
+
+def _notify(state: CallState, record: ToolCallRecord) -> None:
+    context = state.trace.context
+    token = otel_context.attach(context) if context is not None else None
+    try:
+        for hook in state.hooks.observers:
+            assert hook.observe is not None
+            try:
+                value = hook.observe(record)
+                if value is not None and inspect.isawaitable(value):  # observers are sync
+                    close = getattr(value, "close", None)
+                    if close is not None:
+                        close()
+                    raise TypeError("on_tool_call_end must not be async")
+            except Exception as exc:
+                state.trace.observer_failed(exc, hook.name)
+    finally:
+        if token is not None:
+            otel_context.detach(token)

@@ -56,8 +56,28 @@ class RunRecorder(Recorder):
 
     __slots__ = ()
 
-    def run(self, agent_name: str, attributes: Mapping[str, Any]) -> RunTrace:
-        """Start the ``invoke_agent {agent}`` span of a run."""
+    def run(
+        self,
+        agent_name: str,
+        *,
+        model: str,
+        provider: Any,
+        agent_id: str | None,
+        conversation_id: str | None,
+    ) -> RunTrace:
+        """Start the ``invoke_agent {agent}`` span of a run: the agent, its model and provider."""
+        attributes: dict[str, Any] = {
+            A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
+            A.GEN_AI_AGENT_NAME: agent_name,
+            A.GEN_AI_REQUEST_MODEL: model,
+        }
+        provider_name = getattr(provider, "provider_name", None)
+        if isinstance(provider_name, str) and provider_name:
+            attributes[A.GEN_AI_PROVIDER_NAME] = provider_name
+        if agent_id:
+            attributes[A.GEN_AI_AGENT_ID] = agent_id
+        if conversation_id:
+            attributes[A.GEN_AI_CONVERSATION_ID] = conversation_id
         span = self.tracer.start_span(
             f"{A.OP_INVOKE_AGENT} {agent_name}", kind=SpanKind.INTERNAL, attributes=attributes
         )

@@ -25,7 +25,10 @@ unscrubbed.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Final, Protocol
+
+from .messages import ToolResult
 
 
 class Scrubber(Protocol):
@@ -65,3 +68,34 @@ class NoScrubbing:
 
 NO_SCRUBBING: Final = NoScrubbing()
 """The null scrubber."""
+
+
+def scrub_result(scrubber: Scrubber, result: ToolResult) -> tuple[ToolResult, list[str]]:
+    """``result`` as the model may see it: its content and details through ``scrubber``; the
+    paths that changed (the same object when none did)."""
+    content, paths = scrubber.redact(result.content, "result")
+    details = result.details
+    if details is not None:
+        details, more = scrubber.redact(details, "details")
+        paths = [*paths, *more] if more else paths
+    if not paths:
+        return result, paths
+    return replace(result, content=content, details=details), paths
+
+
+def scrub_override(
+    scrubber: Scrubber, new: ToolResult, old: ToolResult
+) -> tuple[ToolResult, list[str]]:
+    """An after-hook's override of ``old`` with the fields it changed (only those) through
+    ``scrubber``; the paths that changed."""
+    content, details = new.content, new.details
+    paths: list[str] = []
+    if content is not old.content:
+        content, found = scrubber.redact(content, "result")
+        paths += found
+    if details is not old.details and details is not None:
+        details, found = scrubber.redact(details, "details")
+        paths += found
+    if not paths:
+        return new, paths
+    return replace(new, content=content, details=details), paths

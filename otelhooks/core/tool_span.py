@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
@@ -38,9 +38,9 @@ from ..telemetry.instruments import Instruments
 from ..version import __version__
 from .chain import HookRun
 from .hooks import ToolCallRecord
-from .messages import ToolCall
+from .messages import ToolCall, ToolResult
 from .plan import CallPlan
-from .scrub import NO_SCRUBBING, Scrubber
+from .scrub import NO_SCRUBBING, Scrubber, scrub_override, scrub_result
 
 _MAX_NAME_ATTR: Final = 200  # plus the cut's marker: under 256 characters
 _MAX_STATUS: Final = 200
@@ -154,6 +154,31 @@ class NoPhase:
     def callback_failed(self, exc: Exception) -> None:
         """A consumer of the tool's progress raised."""
 
+    def reporter(
+        self, call: ToolCall, on_update: Callable[[ToolCall, Any], None] | None
+    ) -> Callable[[Any], None] | None:
+        """What a tool's progress goes to: a span event (:meth:`progress`) and ``on_update``;
+        ``None`` when nothing would hear it."""
+        return _reporter(self, call, on_update) if on_update is not None else None
+
+
+def _reporter(
+    phase: NoPhase | Phase, call: ToolCall, on_update: Callable[[ToolCall, Any], None] | None
+) -> Callable[[Any], None]:
+    count = 0
+
+    def report(update: Any) -> None:
+        nonlocal count
+        count += 1
+        phase.progress(count, update)
+        if on_update is not None:
+            try:
+                on_update(call, update)
+            except Exception as exc:  # a consumer's bug must not fail the tool
+                phase.callback_failed(exc)
+
+    return report
+
 
 _DETACHED: Final = NoPhase(None)
 
@@ -191,6 +216,20 @@ class CallTrace:
 
     def redacted(self, paths: Sequence[str]) -> None:
         """Paths of the model's text the scrubber changed."""
+
+    def for_model(self, result: ToolResult) -> ToolResult:
+        """``result`` as the model may see it: through the scrubber once (the paths it changed
+        noted on the span); the same object when nothing changed."""
+        result, paths = scrub_result(self._recorder.scrubber, result)
+        self.redacted(paths)
+        return result
+
+    def for_model_override(self, new: ToolResult, old: ToolResult) -> ToolResult:
+        """An after-hook's override of ``old`` as the model may see it (only the fields it
+        changed are scrubbed)."""
+        new, paths = scrub_override(self._recorder.scrubber, new, old)
+        self.redacted(paths)
+        return new
 
     def observer_failed(self, exc: Exception, hook: str) -> None:
         """An observer raised: recorded and ignored."""
@@ -414,3 +453,9 @@ class Phase:
     def callback_failed(self, exc: Exception) -> None:
         """A consumer of the tool's progress raised (recorded; the tool goes on)."""
         _exception(self.span, exc, self._call.scrubber)
+
+    def reporter(
+        self, call: ToolCall, on_update: Callable[[ToolCall, Any], None] | None
+    ) -> Callable[[Any], None]:
+        """What a tool's progress goes to: a span event and ``on_update``."""
+        return _reporter(self, call, on_update)

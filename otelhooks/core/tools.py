@@ -221,6 +221,27 @@ def decode_arguments(arguments: Mapping[str, Any] | str) -> Mapping[str, Any]:
     return arguments
 
 
+def prepared_arguments(
+    tool: Tool, arguments: Mapping[str, Any] | str
+) -> tuple[Mapping[str, Any] | str, bool]:
+    """A call's raw arguments after the tool's ``prepare_arguments`` (Pi's
+    ``prepareArguments``), and whether it changed them; :class:`InvalidArguments` when it
+    raised or returned no mapping."""
+    prepare = tool.prepare_arguments
+    if prepare is None:
+        return arguments, False
+    raw = decode_arguments(arguments)
+    try:
+        prepared = prepare(dict(raw))
+    except Exception as exc:
+        raise InvalidArguments(f"prepare_arguments failed ({type(exc).__name__}: {exc})") from None
+    if not isinstance(prepared, (Mapping, str)):
+        raise InvalidArguments(
+            f"prepare_arguments returned {type(prepared).__name__}, not a mapping"
+        )
+    return prepared, prepared != raw
+
+
 MAX_ARGUMENT_DEPTH = 32
 
 
