@@ -75,7 +75,7 @@ class CancelSignal:
 
     def watching(self) -> _Watching:
         """Context manager: while inside, ``cancel()`` cancels the current task."""
-        return _Watching(self)
+        return _Watching(self._tasks)
 
     def absorbs(self, exc: asyncio.CancelledError | None = None) -> bool:
         """True when a ``CancelledError`` came from this signal alone; it is then absorbed
@@ -92,23 +92,24 @@ class CancelSignal:
 
 
 class _Watching:
-    """Registers the current task with the signal; nests (only the outermost one unregisters)."""
+    """Registers the current task with a signal (its set of watched tasks); nests (only the
+    outermost one unregisters)."""
 
-    __slots__ = ("_signal", "_task")
+    __slots__ = ("_task", "_tasks")
 
-    def __init__(self, signal: CancelSignal) -> None:
-        self._signal = signal
+    def __init__(self, tasks: set[asyncio.Task[Any]]) -> None:
+        self._tasks = tasks
         self._task: asyncio.Task[Any] | None = None
 
     def __enter__(self) -> None:
         task = asyncio.current_task()
-        if task is not None and task not in self._signal._tasks:
-            self._signal._tasks.add(task)
+        if task is not None and task not in self._tasks:
+            self._tasks.add(task)
             self._task = task
 
     def __exit__(self, *exc: object) -> None:
         if self._task is not None:
-            self._signal._tasks.discard(self._task)
+            self._tasks.discard(self._task)
 
 
 def cancelled_by(signal: CancelSignal) -> CancelSource:

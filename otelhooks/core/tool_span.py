@@ -276,8 +276,8 @@ def _exception(span: Span, exc: BaseException, scrubber: Scrubber) -> None:
     span.record_exception(
         exc,
         {
-            "exception.message": scrubber.redact_text(str(exc))[0],
-            "exception.stacktrace": scrubber.redact_text(text)[0],
+            A.EXCEPTION_MESSAGE: scrubber.redact_text(str(exc))[0],
+            A.EXCEPTION_STACKTRACE: scrubber.redact_text(text)[0],
         },
     )
 

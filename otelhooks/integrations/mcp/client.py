@@ -74,7 +74,7 @@ ServerTarget = str | Sequence[str] | StdioServerParameters
 
 CONNECTION_ERROR: Final = "connection_error"
 RESULT_TOO_LARGE: Final = "result_too_large"
-DISCOVERY: Final = "otelhooks.mcp.discovery"
+DISCOVERY: Final = A.MCP_DISCOVERY
 """``unsupported`` on the span of a discovery probe the server does not implement."""
 # The notifications ``message_callback`` gets (log messages go to ``logging_callback``).
 _PASSED_ON: Final = (
