@@ -409,9 +409,9 @@ def _spelled(tree: ast.AST) -> Iterator[tuple[int, str]]:
         ):
             texts = [node.value]
         for text in texts:
-            if isinstance(text, ast.Constant) and isinstance(text.value, str):
-                if _ATTRIBUTE.match(text.value):
-                    yield text.lineno, text.value
+            value = text.value if isinstance(text, ast.Constant) else None
+            if isinstance(value, str) and _ATTRIBUTE.match(value):
+                yield text.lineno, value  # type: ignore[union-attr]
 
 
 def test_span_attribute_names_are_spelled_only_in_the_vocabulary() -> None:
