@@ -590,7 +590,9 @@ async def main():
         await executor.execute(ToolCall(f"e-{tool}", tool, {"text": "hi"}))
     await agent.run("go")
     await boundary.call("b1", "framework_echo", {"text": "hi"}, invoke)
-    spans = [(s.name, s.attributes.get("gen_ai.tool.call.id")) for s in exporter.get_finished_spans()]
+    spans = [
+        (s.name, s.attributes.get("gen_ai.tool.call.id")) for s in exporter.get_finished_spans()
+    ]
     points = {}
     for rm in reader.get_metrics_data().resource_metrics:
         for sm in rm.scope_metrics:
