@@ -18,10 +18,11 @@ class CancelSignal:
     A signal may be cancelled from any thread of the event loop that created it.
     """
 
-    __slots__ = ("_callbacks", "_cancelled", "_event", "_reason", "_tasks")
+    __slots__ = ("_callbacks", "_cancelled", "_event", "_tasks", "reason")
 
     def __init__(self) -> None:
-        self._reason: str | None = None
+        self.reason: str | None = None
+        """Why it fired (``None`` until it does); set by :meth:`cancel` only."""
         self._event: asyncio.Event | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._cancelled: set[asyncio.Task[Any]] = set()  # cancelled by it, not yet absorbed
@@ -30,18 +31,13 @@ class CancelSignal:
     @property
     def cancelled(self) -> bool:
         """Whether the signal has fired."""
-        return self._reason is not None
-
-    @property
-    def reason(self) -> str | None:
-        """Why it fired (``None`` until it does)."""
-        return self._reason
+        return self.reason is not None
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Fire the signal (once; later calls change nothing) and run its callbacks."""
-        if self._reason is not None:
+        if self.reason is not None:
             return
-        self._reason = reason
+        self.reason = reason
         if self._event is not None:
             self._event.set()
         try:
@@ -59,17 +55,17 @@ class CancelSignal:
 
     async def wait(self) -> str:
         """Return the reason once the signal is cancelled."""
-        if self._reason is None:
+        if self.reason is None:
             if self._event is None:
                 self._event = asyncio.Event()
             await self._event.wait()
-        assert self._reason is not None
-        return self._reason
+        assert self.reason is not None
+        return self.reason
 
     def add_callback(self, callback: Callable[[str], None]) -> None:
         """Run ``callback(reason)`` when the signal fires (at once if it already has)."""
-        if self._reason is not None:
-            callback(self._reason)
+        if self.reason is not None:
+            callback(self.reason)
         else:
             self._callbacks.append(callback)
 
@@ -83,7 +79,7 @@ class CancelSignal:
         asked), and the caller turns it into an ordinary "cancelled" outcome. False for an
         asyncio cancellation from outside, which the caller must re-raise."""
         task = asyncio.current_task()
-        if self._reason is None or task is None:
+        if self.reason is None or task is None:
             return False
         if task in self._cancelled:  # its request is still on the task
             self._cancelled.discard(task)

@@ -132,6 +132,10 @@ class Deadline:
             raise TimeoutError(f"timed out after {self.timeout}s") from exc
 
 
+_UNBOUNDED: Final = Deadline(None)
+
+
 def deadline(timeout: float | None) -> Deadline:
-    """A ``with`` block of the current task bounded by ``timeout`` seconds (``None``: no bound)."""
-    return Deadline(timeout)
+    """A ``with`` block of the current task bounded by ``timeout`` seconds (``None``: no bound,
+    and nothing to do)."""
+    return _UNBOUNDED if timeout is None else Deadline(timeout)

@@ -27,9 +27,8 @@ The span tree of one call::
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Mapping, Sequence
-from typing import Any, Final, TypedDict, Unpack
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, Final, TypedDict, TypeVar, Unpack
 
 from opentelemetry import context as otel_context
 from opentelemetry.metrics import MeterProvider
@@ -43,7 +42,6 @@ from .chain import (
     Blocked,
     HookRun,
     Interrupted,
-    Let,
     readonly_args,
     report_hook_failure,
     run_after_chain,
@@ -77,8 +75,9 @@ from .tool_span import DEFAULT_TOOL_CONTENT_LENGTH, NoPhase, Phase, ToolCallReco
 from .tools import InvalidArguments, ToolSet, prepared_arguments
 
 _EMPTY_CONTEXT: Final = AgentContext()
-_NOT_WATCHED: Final = contextlib.nullcontext()
 _NO_PHASE: Final = NoPhase(None)
+
+_T = TypeVar("_T")
 
 DEFAULT_TOOL_TIMEOUT: float = 180.0
 """Seconds a tool call may run when neither the tool nor the call sets a timeout (Pi's default)."""
@@ -185,8 +184,9 @@ class ToolExecutor:
         """
         state = self._begin(call, parent, links, options)
         try:
-            with state.signal.watching() if state.watched else _NOT_WATCHED:
-                step = await self._before(state)
+            step = await (
+                _watched(state, self._before(state)) if state.watched else self._before(state)
+            )
         except BaseException as exc:
             step = self._stopped(state, exc, None)
         return step if isinstance(step, Allowed) else end_call(state, step)
@@ -200,11 +200,13 @@ class ToolExecutor:
         if state.trace.ended is not None:  # finished or skipped already
             return state.trace.ended.result
         try:
-            with state.signal.watching() if state.watched else _NOT_WATCHED:
+            if state.watched:
+                outcome = await _watched(state, self._ran(prepared))
+            else:
                 outcome = await self._after(prepared, *await self._run(prepared))
         except BaseException as exc:
             outcome = self._stopped(state, exc, prepared)
-        return end_call(state, outcome).result
+        return end_call(state, outcome).outcome.result
 
     def skip(
         self,
@@ -253,22 +255,23 @@ class ToolExecutor:
             except InvalidArguments as exc:
                 message = f"invalid arguments for tool {tool.name!r}: {exc}"
                 return self._refused(state, phase, A.ERR_INVALID_ARGUMENTS, message)
-            if hooks:
-                ctx = BeforeToolCallContext(
-                    call,
-                    readonly_args(args),
-                    tool.spec,
-                    state.assistant_message,
-                    state.context,
-                    state.signal,
-                )
-                verdict = await run_before_chain(hooks, ctx, args, tool.validate, state.signal)
-                self._hooks_ran(state, phase, verdict.runs)
-            else:
-                verdict = Let(args, False, None, ())
+            if not hooks:
+                if state.signal.reason is not None:
+                    return self._cancelled(state, phase, None, args, False)
+                return Allowed(state, tool, args, False, None)
+            ctx = BeforeToolCallContext(
+                call,
+                readonly_args(args),
+                tool.spec,
+                state.assistant_message,
+                state.context,
+                state.signal,
+            )
+            verdict = await run_before_chain(hooks, ctx, args, tool.validate, state.signal)
+            self._hooks_ran(state, phase, verdict.runs)
             if isinstance(verdict, Blocked):
                 return self._blocked(state, phase, verdict)
-            if isinstance(verdict, Interrupted) or state.signal.cancelled:
+            if isinstance(verdict, Interrupted) or state.signal.reason is not None:
                 return self._cancelled(state, phase, None, verdict.args, verdict.rewritten)
             return Allowed(state, tool, verdict.args, verdict.rewritten, verdict.deciding_hook)
 
@@ -278,7 +281,7 @@ class ToolExecutor:
         state, tool = allowed.state, allowed.tool
         call = state.call
         with state.trace.phase(A.SPAN_RUN, current=True) as phase:
-            if state.signal.cancelled:  # stopped between its before phase and now
+            if state.signal.reason is not None:  # stopped between its before phase and now
                 return self._run_cancelled(allowed, phase)
             bound = call_bound(state.timeout, allowed.arguments, tool, self.tool_timeout)
             limit = deadline(bound.timeout)
@@ -311,6 +314,9 @@ class ToolExecutor:
                 return self._raised(state, phase, exc)  # the handler raised it itself
             except Exception as exc:
                 return self._raised(state, phase, exc)
+
+    async def _ran(self, allowed: Allowed) -> Outcome:
+        return await self._after(allowed, *await self._run(allowed))
 
     async def _after(self, allowed: Allowed, result: ToolResult, error_type: str | None) -> Outcome:
         """Run the after-hooks: keep the result or override it. Always a span (the contract:
@@ -498,3 +504,9 @@ class ToolExecutor:
             if run.failure is not None:
                 report_hook_failure(state.call, run.failure, self.scrubber)
         phase.hooks(runs)
+
+
+async def _watched(state: CallState, phases: Coroutine[Any, Any, _T]) -> _T:
+    """``phases`` awaited while the caller's signal may cancel this task."""
+    with state.signal.watching():
+        return await phases

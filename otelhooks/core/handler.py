@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from ..telemetry.content import to_json_text
 from .messages import ToolCall, ToolResult
@@ -18,8 +17,7 @@ TIMEOUT_ARGUMENT: Final = "timeout"
 shorter bound, as in Pi; never a longer one, and ``0`` from the model disables nothing."""
 
 
-@dataclass(frozen=True, slots=True)
-class Bound:
+class Bound(NamedTuple):
     """The timeout a handler runs under (``None``: none) and whether it runs in a worker
     thread."""
 

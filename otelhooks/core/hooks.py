@@ -63,6 +63,7 @@ from typing import (
     Any,
     Final,
     Literal,
+    NamedTuple,
     TypeAlias,
     TypedDict,
     TypeVar,
@@ -167,7 +168,8 @@ class AfterToolCallContext:
 
 
 Decision = Literal["allow", "block", "skip"]
-_NO_ARGUMENTS: Final[Mapping[str, Any]] = MappingProxyType({})
+NO_ARGUMENTS: Final[Mapping[str, Any]] = MappingProxyType({})
+"""The arguments of a call that ended before they were validated."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +190,48 @@ class ToolCallRecord:
     arguments_rewritten: bool
     error_type: str | None
     duration_ms: float
-    arguments: Mapping[str, Any] = field(default_factory=lambda: _NO_ARGUMENTS)
+    arguments: Mapping[str, Any] = field(default_factory=lambda: NO_ARGUMENTS)
     """The arguments the handler got (validated, as rewritten), read-only; empty when the call
     ended before validation."""
+
+
+class Outcome(NamedTuple):
+    """How a call ended, built once where it was decided: its record
+    (:meth:`record`), its span and its metrics are made from it and nothing else.
+
+    ``decision`` is ``allow`` (the handler was asked to run), ``block`` or ``skip``, or ``None``
+    when the call ended before any decision (unknown tool, invalid arguments, cancelled in its
+    before phase). ``error_type`` is set exactly when the call failed: a refusal, a block by a
+    failing hook, a handler that raised or timed out, a result that says it is an error, a
+    cancellation, the runtime's own ``failure``. ``overridden`` is ``None`` when no after-hook
+    ran.
+    """
+
+    result: ToolResult
+    decision: Decision | None
+    error_type: str | None = None
+    deciding_hook: str | None = None
+    block_reason: str | None = None
+    rewritten: bool = False
+    arguments: Mapping[str, Any] = NO_ARGUMENTS
+    overridden: bool | None = None
+    failure: BaseException | None = None
+
+    def record(self, call: ToolCall, duration_ms: float) -> ToolCallRecord:
+        """The record observers get."""
+        args = self.arguments
+        return ToolCallRecord(
+            call,
+            str(call.name),
+            self.result,
+            self.decision,
+            self.deciding_hook,
+            self.block_reason,
+            self.rewritten,
+            self.error_type,
+            duration_ms,
+            MappingProxyType(args) if type(args) is dict else args,
+        )
 
 
 BeforeResult: TypeAlias = BeforeDecision | None

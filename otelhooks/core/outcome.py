@@ -1,64 +1,42 @@
-"""What the before phase decides, as values, and how a call ended.
+"""What the before phase decides, as values, and how a call ends.
 
 :meth:`ToolExecutor.prepare <otelhooks.core.execute.ToolExecutor.prepare>` returns
 :data:`Prepared`: :class:`Allowed` (the handler may run: :meth:`~otelhooks.core.execute.
 ToolExecutor.finish` runs it and the after-hooks) or :class:`Ended` (the call ended in its
-before phase: blocked, unknown tool, invalid arguments, cancelled; its record is final), as Pi's
+before phase: blocked, unknown tool, invalid arguments, cancelled; its outcome is final), as Pi's
 ``PreparedToolCall | ImmediateToolCallOutcome``. A new way for the before phase to end (a call
 that waits for an approval, a call deferred) is a new variant of that union, not a new field.
 
-Every call ends with one :class:`Outcome`, built once where it was decided; the call's record,
-span and metrics are made from it and nothing else.
+Every call ends with one :class:`~otelhooks.core.hooks.Outcome`, built once where it was
+decided; :func:`end_call` gives it to the observers (as a
+:class:`~otelhooks.core.hooks.ToolCallRecord`), to the call's span and to the metrics, once.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any, Final, TypeAlias
+from dataclasses import dataclass
+from typing import Any, NamedTuple, TypeAlias
 
 from opentelemetry import context as otel_context
 
 from .cancel import CancelSignal
-from .hooks import Decision, PhaseHooks, ToolCallRecord
+from .hooks import NO_ARGUMENTS, Outcome, PhaseHooks, ToolCallRecord
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult
 from .tool_span import CallTrace
 from .tools import Tool, ToolSet
 
 UpdateCallback: TypeAlias = Callable[[ToolCall, Any], None]
-NO_ARGUMENTS: Final[Mapping[str, Any]] = MappingProxyType({})
+
+__all__ = ["NO_ARGUMENTS", "Allowed", "CallState", "Ended", "Outcome", "Prepared", "end_call"]
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """How a call ended: everything its record, its span and its metrics say.
-
-    ``decision`` is ``allow`` (the handler was asked to run), ``block`` or ``skip``, or ``None``
-    when the call ended before any decision (unknown tool, invalid arguments, cancelled in its
-    before phase). ``error_type`` is set exactly when the call failed: a refusal, a block by a
-    failing hook, a handler that raised or timed out, a result that says it is an error, a
-    cancellation, the runtime's own ``failure``. ``overridden`` is ``None`` when no after-hook
-    ran.
-    """
-
-    result: ToolResult
-    decision: Decision | None
-    error_type: str | None = None
-    deciding_hook: str | None = None
-    block_reason: str | None = None
-    rewritten: bool = False
-    arguments: Mapping[str, Any] = field(default_factory=lambda: NO_ARGUMENTS)
-    overridden: bool | None = None
-    failure: BaseException | None = None
-
-
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CallState:
-    """What one call runs with, fixed when it starts: the call, its tool (``None`` when unknown)
-    and the hooks of each phase, its trace, the run's context and signal, and the caller's
-    options."""
+    """What one call runs with, fixed when it starts (nothing changes it afterwards): the call,
+    its tool (``None`` when unknown) and the hooks of each phase, its trace, the run's context
+    and signal, and the caller's options."""
 
     call: ToolCall
     tool: Tool | None
@@ -73,8 +51,7 @@ class CallState:
     tools: ToolSet
 
 
-@dataclass(frozen=True, slots=True)
-class Allowed:
+class Allowed(NamedTuple):
     """The before phase let the call through: the handler gets ``arguments`` (validated, as
     the before-hooks left them); ``rewritten`` and ``deciding_hook`` say whether and by whom
     they were rewritten."""
@@ -91,21 +68,22 @@ class Allowed:
         return self.state.call
 
 
-@dataclass(frozen=True, slots=True)
-class Ended:
-    """A call that ended: its record (observers have seen it, its span has ended)."""
+class Ended(NamedTuple):
+    """A call that ended: its outcome (observers have seen it, its span has ended)."""
 
-    record: ToolCallRecord
-
-    @property
-    def call(self) -> ToolCall:
-        """The call."""
-        return self.record.tool_call
+    call: ToolCall
+    outcome: Outcome
+    duration_ms: float
 
     @property
     def result(self) -> ToolResult:
         """What the model gets."""
-        return self.record.result
+        return self.outcome.result
+
+    @property
+    def record(self) -> ToolCallRecord:
+        """The call's record, as observers got it."""
+        return self.outcome.record(self.call, self.duration_ms)
 
 
 Prepared: TypeAlias = Allowed | Ended
@@ -113,34 +91,18 @@ Prepared: TypeAlias = Allowed | Ended
 
 
 def end_call(state: CallState, outcome: Outcome) -> Ended:
-    """The call's record, built once from its outcome: to the observers (while the call's span
-    is current; one that raises, or is async, is recorded on the span and ignored), on its span,
-    in the metrics. A call that ended already keeps its first record."""
+    """End the call with ``outcome``: the observers see its record (while the call's span is
+    current; one that raises, or is async, is recorded on the span and ignored), its span ends
+    and it is counted. A call that ended already keeps its first outcome."""
     trace = state.trace
-    if trace.ended is not None:
-        return Ended(trace.ended)
-    call, args = state.call, outcome.arguments
-    record = ToolCallRecord(
-        tool_call=call,
-        tool_name=str(call.name),
-        result=outcome.result,
-        decision=outcome.decision,
-        deciding_hook=outcome.deciding_hook,
-        block_reason=outcome.block_reason,
-        arguments_rewritten=outcome.rewritten,
-        error_type=outcome.error_type,
-        duration_ms=trace.elapsed_ms(),
-        arguments=MappingProxyType(args) if type(args) is dict else args,
-    )
+    first = trace.ended
+    if first is not None:
+        return Ended(state.call, first, trace.duration_ms)
+    duration_ms = trace.end(outcome, tool_known=state.tool is not None)
     if state.hooks.observers:
-        _notify(state, record)
-    trace.end(
-        record,
-        tool_known=state.tool is not None,
-        overridden=outcome.overridden,
-        failure=outcome.failure,
-    )
-    return Ended(record)
+        _notify(state, outcome.record(state.call, duration_ms))
+    trace.close()
+    return Ended(state.call, outcome, duration_ms)
 
 
 def _notify(state: CallState, record: ToolCallRecord) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
@@ -37,7 +38,7 @@ from ..telemetry.content import Capture, cap_text, to_json_text
 from ..telemetry.instruments import Instruments
 from ..version import __version__
 from .chain import HookRun
-from .hooks import ToolCallRecord
+from .hooks import Outcome
 from .messages import ToolCall, ToolResult
 from .plan import CallPlan
 from .scrub import NO_SCRUBBING, Scrubber, scrub_override, scrub_result
@@ -54,8 +55,16 @@ class Recorder:
     """What a recorder holds: the tracer, the content capture mode (fixed at construction), the
     most characters of content an attribute keeps, the metric instruments and the scrubber."""
 
-    __slots__ = ("capture", "content_on_span", "instruments", "max_content_length", "scrubber",
-                 "tracer")  # fmt: skip
+    __slots__ = (
+        "capture",
+        "content_on_span",
+        "identifier",
+        "instruments",
+        "max_content_length",
+        "scrub_result",
+        "scrubber",
+        "tracer",
+    )
 
     def __init__(
         self,
@@ -72,6 +81,13 @@ class Recorder:
         self.max_content_length = max_content_length
         self.instruments = instruments
         self.scrubber: Scrubber = scrubber if scrubber is not None else NO_SCRUBBING
+        # Decided here, once: with no scrubber, text passes without a call.
+        self.scrub_result: Callable[[ToolResult], tuple[ToolResult, list[str]]] = (
+            _unchanged if scrubber is None else partial(scrub_result, scrubber)
+        )
+        self.identifier: Callable[[str, str], tuple[str, list[str]]] | None = (
+            None if scrubber is None else scrubber.redact_identifier
+        )
 
 
 class ToolCallRecorder(Recorder):
@@ -94,19 +110,24 @@ class ToolCallRecorder(Recorder):
     ) -> CallTrace:
         """Start the call's span under ``parent`` (default: the current context): the recording
         trace when the span records, else the null one."""
-        scrub = self.scrubber.redact_identifier  # the model chose the id (and an unknown name)
+        scrub = self.identifier  # the model chose the id (and an unknown tool's name)
         if plan is not None:
             name = plan.span_name
             attributes = {**plan.span_attributes}
         else:
             name = A.UNKNOWN_TOOL_SPAN_NAME
+            tool_name = str(call.name) if scrub is None else scrub(str(call.name), "")[0]
             attributes = {
                 A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
-                A.GEN_AI_TOOL_NAME: cap_text(scrub(str(call.name))[0], _MAX_NAME_ATTR),
+                A.GEN_AI_TOOL_NAME: cap_text(tool_name, _MAX_NAME_ATTR),
                 A.GEN_AI_TOOL_TYPE: A.TOOL_TYPE_FUNCTION,
             }
         call_id = call.id if type(call.id) is str else str(call.id)
-        attributes[A.GEN_AI_TOOL_CALL_ID] = cap_text(scrub(call_id)[0], _MAX_NAME_ATTR)
+        if scrub is not None:
+            call_id = scrub(call_id, "")[0]
+        attributes[A.GEN_AI_TOOL_CALL_ID] = (
+            call_id if len(call_id) <= _MAX_NAME_ATTR else cap_text(call_id, _MAX_NAME_ATTR)
+        )
         span = self.tracer.start_span(name, parent, SpanKind.INTERNAL, attributes, links)
         if span.is_recording():
             return RecordingCallTrace(self, span, trace.set_span_in_context(span, parent))
@@ -181,13 +202,18 @@ def _reporter(
 
 
 _DETACHED: Final = NoPhase(None)
+_NO_PATHS: Final[list[str]] = []
+
+
+def _unchanged(result: ToolResult) -> tuple[ToolResult, list[str]]:
+    return result, _NO_PATHS
 
 
 class CallTrace:
     """The trace of a call whose span does not record (the null object): phases without spans,
     the metrics when it ends. :class:`RecordingCallTrace` is the one that records."""
 
-    __slots__ = ("_recorder", "context", "ended", "span", "started")
+    __slots__ = ("_recorder", "context", "duration_ms", "ended", "span", "started")
 
     def __init__(
         self, recorder: ToolCallRecorder, span: Span, context: otel_context.Context | None
@@ -198,12 +224,9 @@ class CallTrace:
         """The call's context (its span current), ``None`` when the span carries nothing to
         propagate: code then runs in the caller's context."""
         self.started = time.perf_counter()
-        self.ended: ToolCallRecord | None = None
-        """The call's record, once it ended."""
-
-    def elapsed_ms(self) -> float:
-        """Milliseconds since the call started."""
-        return (time.perf_counter() - self.started) * 1000.0
+        self.ended: Outcome | None = None
+        """The call's outcome, once it ended."""
+        self.duration_ms = 0.0
 
     def phase(self, name: str, *, current: bool = False) -> Phase | NoPhase:
         """The phase ``name`` (``before``, ``run``, ``after``), ended by ``with``. With
@@ -220,8 +243,9 @@ class CallTrace:
     def for_model(self, result: ToolResult) -> ToolResult:
         """``result`` as the model may see it: through the scrubber once (the paths it changed
         noted on the span); the same object when nothing changed."""
-        result, paths = scrub_result(self._recorder.scrubber, result)
-        self.redacted(paths)
+        result, paths = self._recorder.scrub_result(result)
+        if paths:
+            self.redacted(paths)
         return result
 
     def for_model_override(self, new: ToolResult, old: ToolResult) -> ToolResult:
@@ -234,35 +258,27 @@ class CallTrace:
     def observer_failed(self, exc: Exception, hook: str) -> None:
         """An observer raised: recorded and ignored."""
 
-    def end(
-        self,
-        record: ToolCallRecord,
-        *,
-        tool_known: bool,
-        overridden: bool | None,
-        failure: BaseException | None = None,
-    ) -> bool:
-        """Record the call's outcome (``failure``: the runtime's own fault), end its span and
-        count the call; ``False`` when it had ended already."""
+    def end(self, outcome: Outcome, *, tool_known: bool) -> float:
+        """Record the call's outcome (once: a later call changes nothing) and count the call;
+        its duration in milliseconds. :meth:`close` ends the span (after the observers)."""
         if self.ended is not None:
-            return False
-        self.ended = record
-        self._outcome(record, tool_known, overridden, failure)
-        self.span.end()
-        tool = record.tool_name if tool_known else A.UNKNOWN_TOOL
+            return self.duration_ms
+        seconds = time.perf_counter() - self.started
+        self.ended, self.duration_ms = outcome, seconds * 1000.0
+        self._outcome(outcome, tool_known)
         self._recorder.instruments.record_tool(
-            tool, record.decision, record.error_type, time.perf_counter() - self.started
+            outcome.result.tool_name if tool_known else A.UNKNOWN_TOOL,
+            outcome.decision,
+            outcome.error_type,
+            seconds,
         )
-        return True
+        return self.duration_ms
 
-    def _outcome(
-        self,
-        record: ToolCallRecord,
-        tool_known: bool,
-        overridden: bool | None,
-        failure: BaseException | None,
-    ) -> None:
+    def _outcome(self, outcome: Outcome, tool_known: bool) -> None:
         """What the span learns at the end (nothing, for a span that does not record)."""
+
+    def close(self) -> None:
+        """End the span (a span that does not record has nothing to end)."""
 
 
 def _mark_error(span: Span, error_type: str, message: str) -> None:
@@ -332,38 +348,37 @@ class RecordingCallTrace(CallTrace):
             self.redacted((attribute,))
         return cap_text(scrubbed, self._recorder.max_content_length if limit is None else limit)
 
-    def _outcome(
-        self,
-        record: ToolCallRecord,
-        tool_known: bool,
-        overridden: bool | None,
-        failure: BaseException | None,
-    ) -> None:
+    def close(self) -> None:
+        """End the span."""
+        self.span.end()
+
+    def _outcome(self, outcome: Outcome, tool_known: bool) -> None:
         """Everything the call's span learns at its end, set in one go."""
         span = self.span
-        result = record.result
-        decision = record.decision
+        result = outcome.result
+        decision = outcome.decision
         attrs: dict[str, Any] = {A.RESULT_IS_ERROR: result.is_error}
         if decision is not None:
             attrs[A.DECISION] = decision
             if decision != A.DECISION_SKIP:
-                attrs[A.ARGUMENTS_REWRITTEN] = record.arguments_rewritten
-        if record.deciding_hook is not None:
-            attrs[A.DECISION_HOOK] = record.deciding_hook
-        if record.block_reason is not None:
-            attrs[A.BLOCK_REASON] = record.block_reason
-        if overridden is not None:
-            attrs[A.RESULT_OVERRIDDEN] = overridden
+                attrs[A.ARGUMENTS_REWRITTEN] = outcome.rewritten
+        if outcome.deciding_hook is not None:
+            attrs[A.DECISION_HOOK] = outcome.deciding_hook
+        if outcome.block_reason is not None:
+            attrs[A.BLOCK_REASON] = outcome.block_reason
+        if outcome.overridden is not None:
+            attrs[A.RESULT_OVERRIDDEN] = outcome.overridden
         if result.terminate:
             attrs[A.TERMINATE] = True
-        if record.error_type is not None:
-            attrs[A.ERROR_TYPE] = record.error_type
-            if record.error_type == A.ERR_CANCELLED:
+        error_type = outcome.error_type
+        if error_type is not None:
+            attrs[A.ERROR_TYPE] = error_type
+            if error_type == A.ERR_CANCELLED:
                 attrs[A.CANCELLED] = True
         if self._recorder.content_on_span:
             if tool_known and decision is not None:
                 attrs[A.GEN_AI_TOOL_CALL_ARGUMENTS] = self.text(
-                    to_json_text(dict(record.arguments)), A.GEN_AI_TOOL_CALL_ARGUMENTS
+                    to_json_text(dict(outcome.arguments)), A.GEN_AI_TOOL_CALL_ARGUMENTS
                 )
             if not result.is_error:  # an error goes to the status and error.type
                 attrs[A.GEN_AI_TOOL_CALL_RESULT] = cap_text(
@@ -372,9 +387,9 @@ class RecordingCallTrace(CallTrace):
         if self.paths:
             attrs[A.REDACTED_PATHS] = tuple(dict.fromkeys(self.paths))
         span.set_attributes(attrs)
-        if failure is not None:
-            _exception(span, failure, self._recorder.scrubber)
-        if record.error_type is not None:
+        if outcome.failure is not None:
+            _exception(span, outcome.failure, self._recorder.scrubber)
+        if error_type is not None:
             span.set_status(Status(StatusCode.ERROR, cap_text(result.content, _MAX_STATUS)))
 
 
