@@ -47,7 +47,7 @@ from .chain import (
     run_after_chain,
     run_before_chain,
 )
-from .deadline import deadline
+from .deadline import Deadline, deadline
 from .handler import as_result, call_bound, error_result, error_text
 from .hooks import (
     NO_HOOKS,
@@ -160,6 +160,7 @@ class ToolExecutor:
         self.capture = recorder.capture
         self.scrubber = recorder.scrubber
         self.plans = plans if plans is not None else PlanCache()
+        self._scrubs = self.scrubber is not NO_SCRUBBING  # decided here, once
         if isinstance(self.hooks, HookChain):
             self.hooks.check_scrubber(self.scrubber is not NO_SCRUBBING)
 
@@ -184,9 +185,11 @@ class ToolExecutor:
         """
         state = self._begin(call, parent, links, options)
         try:
-            step = await (
-                _watched(state, self._before(state)) if state.watched else self._before(state)
-            )
+            with state.trace.before as phase:
+                step = self._admitted(state, phase)
+                if state.hooks.before and isinstance(step, Allowed):  # the hooks decide
+                    hooks = self._before_hooks(state, phase, step)
+                    step = await (_watched(state, hooks) if state.watched else hooks)
         except BaseException as exc:
             step = self._stopped(state, exc, None)
         return step if isinstance(step, Allowed) else end_call(state, step)
@@ -200,10 +203,14 @@ class ToolExecutor:
         if state.trace.ended is not None:  # finished or skipped already
             return state.trace.ended.result
         try:
-            if state.watched:
-                outcome = await _watched(state, self._ran(prepared))
+            run = self._run(prepared)
+            result, error_type = await (_watched(state, run) if state.watched else run)
+            if state.hooks.after and error_type != A.ERR_CANCELLED:
+                after = self._after_hooks(prepared, result, error_type)
+                outcome = await (_watched(state, after) if state.watched else after)
             else:
-                outcome = await self._after(prepared, *await self._run(prepared))
+                with state.trace.after:
+                    outcome = _ran(prepared, result, error_type, None)
         except BaseException as exc:
             outcome = self._stopped(state, exc, prepared)
         return end_call(state, outcome).outcome.result
@@ -235,72 +242,81 @@ class ToolExecutor:
 
     # -- the three phases ---------------------------------------------------------------------
 
-    async def _before(self, state: CallState) -> Allowed | Outcome:
-        """Resolve the tool, validate the arguments, run the before-hooks: allow or end."""
-        call, hooks = state.call, state.hooks.before
-        with state.trace.phase(A.SPAN_BEFORE, current=bool(hooks)) as phase:
-            tool = state.tool
-            if tool is None:
-                name = str(call.name)
-                message = str(state.tools.not_found(call.name))
-                if name and name in message:  # the model chose the name: scrubbed as one
-                    message = message.replace(name, self.scrubber.redact_identifier(name)[0])
-                return self._refused(state, phase, A.ERR_TOOL_NOT_FOUND, message)
-            try:
-                raw = call.arguments
-                if tool.prepare_arguments is not None:
-                    raw, changed = prepared_arguments(tool, raw)
-                    phase.event(A.EVENT_PREPARE_ARGUMENTS, {A.ARGUMENTS_PREPARED: changed})
-                args = tool.validate(raw)
-            except InvalidArguments as exc:
-                message = f"invalid arguments for tool {tool.name!r}: {exc}"
-                return self._refused(state, phase, A.ERR_INVALID_ARGUMENTS, message)
-            if not hooks:
-                if state.signal.reason is not None:
-                    return self._cancelled(state, phase, None, args, False)
-                return Allowed(state, tool, args, False, None)
-            ctx = BeforeToolCallContext(
-                call,
-                readonly_args(args),
-                tool.spec,
-                state.assistant_message,
-                state.context,
-                state.signal,
-            )
-            verdict = await run_before_chain(hooks, ctx, args, tool.validate, state.signal)
-            self._hooks_ran(state, phase, verdict.runs)
-            if isinstance(verdict, Blocked):
-                return self._blocked(state, phase, verdict)
-            if isinstance(verdict, Interrupted) or state.signal.reason is not None:
-                return self._cancelled(state, phase, None, verdict.args, verdict.rewritten)
-            return Allowed(state, tool, verdict.args, verdict.rewritten, verdict.deciding_hook)
+    def _admitted(self, state: CallState, phase: Phase | NoPhase) -> Allowed | Outcome:
+        """The before phase up to its hooks: resolve the tool and validate the arguments. The
+        call ends here (unknown tool, invalid arguments, cancelled) or goes on with its
+        validated arguments (to its before-hooks, when any apply)."""
+        call = state.call
+        tool = state.tool
+        if tool is None:
+            name = str(call.name)
+            message = str(state.tools.not_found(call.name))
+            if name and name in message:  # the model chose the name: scrubbed as one
+                message = message.replace(name, self.scrubber.redact_identifier(name)[0])
+            return self._refused(state, phase, A.ERR_TOOL_NOT_FOUND, message)
+        try:
+            raw = call.arguments
+            if tool.prepare_arguments is not None:
+                raw, changed = prepared_arguments(tool, raw)
+                phase.event(A.EVENT_PREPARE_ARGUMENTS, {A.ARGUMENTS_PREPARED: changed})
+            args = tool.validate(raw)
+        except InvalidArguments as exc:
+            message = f"invalid arguments for tool {tool.name!r}: {exc}"
+            return self._refused(state, phase, A.ERR_INVALID_ARGUMENTS, message)
+        if state.signal.reason is not None and not state.hooks.before:
+            return self._cancelled(state, phase, None, args, False)
+        return Allowed(state, tool, args, False, None)
+
+    async def _before_hooks(
+        self, state: CallState, phase: Phase | NoPhase, admitted: Allowed
+    ) -> Allowed | Outcome:
+        """The before-hooks: allow (with the arguments as they leave them) or end."""
+        tool, args = admitted.tool, admitted.arguments
+        ctx = BeforeToolCallContext(
+            state.call,
+            readonly_args(args),
+            tool.spec,
+            state.assistant_message,
+            state.context,
+            state.signal,
+        )
+        verdict = await run_before_chain(state.hooks.before, ctx, args, tool.validate, state.signal)
+        self._hooks_ran(state, phase, verdict.runs)
+        if isinstance(verdict, Blocked):
+            return self._blocked(state, phase, verdict)
+        if isinstance(verdict, Interrupted) or state.signal.reason is not None:
+            return self._cancelled(state, phase, None, verdict.args, verdict.rewritten)
+        return Allowed(state, tool, verdict.args, verdict.rewritten, verdict.deciding_hook)
 
     async def _run(self, allowed: Allowed) -> tuple[ToolResult, str | None]:
         """Run the handler (``registry.run``) within its bound; the result (scrubbed) and the
         error type when it failed. Whatever the handler raises becomes an error result."""
         state, tool = allowed.state, allowed.tool
         call = state.call
-        with state.trace.phase(A.SPAN_RUN, current=True) as phase:
+        with state.trace.run as phase:
             if state.signal.reason is not None:  # stopped between its before phase and now
                 return self._run_cancelled(allowed, phase)
-            bound = call_bound(state.timeout, allowed.arguments, tool, self.tool_timeout)
-            limit = deadline(bound.timeout)
+            timeout, in_thread = call_bound(
+                state.timeout, allowed.arguments, tool, self.tool_timeout
+            )
+            limit = deadline(timeout)
             try:
-                with limit:
-                    value = await state.tools.run(
-                        tool,
-                        allowed.arguments,
-                        tool_call_id=call.id,
-                        signal=state.signal,
-                        on_progress=phase.reporter(call, state.on_update),
-                        on_attributes=state.trace.set_attributes if tool.context_param else None,
-                        in_thread=bound.in_thread,
-                    )
-                return state.trace.for_model(as_result(call, value)), None
+                running = state.tools.run(
+                    tool,
+                    allowed.arguments,
+                    tool_call_id=call.id,
+                    signal=state.signal,
+                    on_progress=phase.reporter(call, state.on_update),
+                    on_attributes=state.trace.set_attributes if tool.context_param else None,
+                    in_thread=in_thread,
+                )
+                value = await (running if timeout is None else _within(limit, running))
+                result = as_result(call, value)
+                return (state.trace.for_model(result) if self._scrubs else result), None
             except TimeoutError as exc:
                 if not limit.expired:  # the handler's own TimeoutError
                     return self._raised(state, phase, exc)
-                message = f"tool {tool.name!r} timed out after {bound.timeout}s"
+                message = f"tool {tool.name!r} timed out after {timeout}s"
                 phase.fail(A.ERR_TOOL_TIMEOUT, message)
                 return state.trace.for_model(error_result(call, f"error: {message}")), (
                     A.ERR_TOOL_TIMEOUT
@@ -315,52 +331,35 @@ class ToolExecutor:
             except Exception as exc:
                 return self._raised(state, phase, exc)
 
-    async def _ran(self, allowed: Allowed) -> Outcome:
-        return await self._after(allowed, *await self._run(allowed))
-
-    async def _after(self, allowed: Allowed, result: ToolResult, error_type: str | None) -> Outcome:
-        """Run the after-hooks: keep the result or override it. Always a span (the contract:
-        before, run, after), hooks or not."""
+    async def _after_hooks(
+        self, allowed: Allowed, result: ToolResult, error_type: str | None
+    ) -> Outcome:
+        """The after-hooks: keep the result or override it."""
         state, hooks = allowed.state, allowed.state.hooks.after
-        overridden: bool | None = None
-        with state.trace.phase(A.SPAN_AFTER, current=bool(hooks)) as phase:
-            if hooks and error_type != A.ERR_CANCELLED:
-                ctx = AfterToolCallContext(
-                    state.call,
-                    readonly_args(allowed.arguments),
-                    allowed.tool.spec,
-                    state.assistant_message,
-                    state.context,
-                    state.signal,
-                    result,
-                    result.is_error,
+        with state.trace.after as phase:
+            ctx = AfterToolCallContext(
+                state.call,
+                readonly_args(allowed.arguments),
+                allowed.tool.spec,
+                state.assistant_message,
+                state.context,
+                state.signal,
+                result,
+                result.is_error,
+            )
+            verdict = await run_after_chain(
+                hooks, ctx, state.signal, state.trace.for_model_override
+            )
+            self._hooks_ran(state, phase, verdict.runs)
+            if isinstance(verdict, Interrupted):
+                return self._cancelled(
+                    state, phase, A.DECISION_ALLOW, allowed.arguments, allowed.rewritten
                 )
-                verdict = await run_after_chain(
-                    hooks, ctx, state.signal, state.trace.for_model_override
-                )
-                if isinstance(verdict, Interrupted):
-                    self._hooks_ran(state, phase, verdict.runs)
-                    return self._cancelled(
-                        state, phase, A.DECISION_ALLOW, allowed.arguments, allowed.rewritten
-                    )
-                self._hooks_ran(state, phase, verdict.runs)
-                result, overridden = verdict.result, verdict.overridden
-                if verdict.failure is not None:
-                    error_type = verdict.failure.error_type
-                    phase.fail(error_type, str(verdict.failure))
-                    result = state.trace.for_model(result)
-        if result.is_error and error_type is None:
-            error_type = A.ERR_TOOL_ERROR  # the tool (or an after-hook) said it failed
-        return Outcome(
-            result,
-            A.DECISION_ALLOW,
-            error_type,
-            allowed.deciding_hook,
-            None,
-            allowed.rewritten,
-            allowed.arguments,
-            overridden,
-        )
+            if verdict.failure is not None:
+                error_type = verdict.failure.error_type
+                phase.fail(error_type, str(verdict.failure))
+                return _ran(allowed, state.trace.for_model(verdict.result), error_type, True)
+            return _ran(allowed, verdict.result, error_type, verdict.overridden)
 
     # -- how a call ends ----------------------------------------------------------------------
 
@@ -510,3 +509,28 @@ async def _watched(state: CallState, phases: Coroutine[Any, Any, _T]) -> _T:
     """``phases`` awaited while the caller's signal may cancel this task."""
     with state.signal.watching():
         return await phases
+
+
+async def _within(limit: Deadline, running: Coroutine[Any, Any, _T]) -> _T:
+    """``running`` awaited within its bound (the one timeout mechanism)."""
+    with limit:
+        return await running
+
+
+def _ran(
+    allowed: Allowed, result: ToolResult, error_type: str | None, overridden: bool | None
+) -> Outcome:
+    """The outcome of a call that ran: allowed, failed when the handler or an after-hook made
+    it fail or the result says it is an error."""
+    if result.is_error and error_type is None:
+        error_type = A.ERR_TOOL_ERROR  # the tool (or an after-hook) said it failed
+    return Outcome(
+        result,
+        A.DECISION_ALLOW,
+        error_type,
+        allowed.deciding_hook,
+        None,
+        allowed.rewritten,
+        allowed.arguments,
+        overridden,
+    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from ..telemetry.content import to_json_text
 from .messages import ToolCall, ToolResult
@@ -17,17 +17,9 @@ TIMEOUT_ARGUMENT: Final = "timeout"
 shorter bound, as in Pi; never a longer one, and ``0`` from the model disables nothing."""
 
 
-class Bound(NamedTuple):
-    """The timeout a handler runs under (``None``: none) and whether it runs in a worker
-    thread."""
-
-    timeout: float | None
-    in_thread: bool
-
-
 def call_bound(
     override: float | None, args: Mapping[str, Any], tool: Tool, default: float | None
-) -> Bound:
+) -> tuple[float | None, bool]:
     """The bound of one call. The limit is the caller's ``override`` (``0`` disables), else the
     tool's own ``timeout``, else the executor-wide ``default``. A numeric ``timeout`` argument
     the tool declares (the model's choice) only narrows it: a positive number below the limit
@@ -35,7 +27,10 @@ def call_bound(
 
     A sync handler runs in a worker thread when it is marked ``blocking`` or its bound is not
     the executor-wide default (its own, the caller's or the model's): inline it would hold the
-    event loop and no timer could fire. A sync handler that runs inline is not bounded."""
+    event loop and no timer could fire. A sync handler that runs inline is not bounded.
+
+    Returns the timeout the handler runs under (``None``: none) and whether it runs in a worker
+    thread."""
     own = override is not None or tool.timeout is not None
     if override is not None:
         limit = override or None
@@ -53,9 +48,9 @@ def call_bound(
     ):
         limit, own = float(asked), True
     if tool.is_async:
-        return Bound(limit, False)
+        return limit, False
     in_thread = tool.blocking or (own and limit is not None)
-    return Bound(limit if in_thread else None, in_thread)
+    return (limit if in_thread else None), in_thread
 
 
 def as_result(call: ToolCall, value: Any) -> ToolResult:

@@ -98,10 +98,11 @@ def end_call(state: CallState, outcome: Outcome) -> Ended:
     first = trace.ended
     if first is not None:
         return Ended(state.call, first, trace.duration_ms)
-    duration_ms = trace.end(outcome, tool_known=state.tool is not None)
-    if state.hooks.observers:
+    observers = state.hooks.observers
+    duration_ms = trace.end(outcome, tool_known=state.tool is not None, close=not observers)
+    if observers:  # while the call's span is open: what they add goes on it
         _notify(state, outcome.record(state.call, duration_ms))
-    trace.close()
+        trace.close()
     return Ended(state.call, outcome, duration_ms)
 
 

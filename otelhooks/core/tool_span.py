@@ -31,7 +31,17 @@ from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import (
+    Link,
+    NoOpTracerProvider,
+    ProxyTracerProvider,
+    Span,
+    SpanKind,
+    Status,
+    StatusCode,
+    Tracer,
+    TracerProvider,
+)
 
 from ..telemetry import attributes as A
 from ..telemetry.content import Capture, cap_text, to_json_text
@@ -61,6 +71,7 @@ class Recorder:
         "identifier",
         "instruments",
         "max_content_length",
+        "provider",
         "scrub_result",
         "scrubber",
         "tracer",
@@ -75,6 +86,8 @@ class Recorder:
         instruments: Instruments,
         scrubber: Scrubber | None = None,
     ) -> None:
+        self.provider = tracer_provider
+        """The tracer provider given (``None``: the global one, whatever it is at the time)."""
         self.tracer = trace.get_tracer("otelhooks", __version__, tracer_provider=tracer_provider)
         self.capture = capture
         self.content_on_span = capture.on_span
@@ -101,6 +114,16 @@ class ToolCallRecorder(Recorder):
         """Whether arguments, results and progress go on the spans."""
         return self.content_on_span
 
+    @property
+    def recording(self) -> bool:
+        """Whether a span started now could record: asked on every call, through the public
+        OpenTelemetry API only. ``False`` for the API's no-op provider, and for the global
+        provider while none has been installed (the API's proxy), so a provider installed
+        later is used from the next call on. A provider that samples a span out answers
+        through the span (:meth:`start`)."""
+        provider = self.provider if self.provider is not None else trace.get_tracer_provider()
+        return not isinstance(provider, _SILENT)
+
     def start(
         self,
         call: ToolCall,
@@ -109,7 +132,10 @@ class ToolCallRecorder(Recorder):
         links: Sequence[Link] | None,
     ) -> CallTrace:
         """Start the call's span under ``parent`` (default: the current context): the recording
-        trace when the span records, else the null one."""
+        trace when the span records, else the null one (without a span at all when nothing
+        could record)."""
+        if not self.recording:
+            return CallTrace(self, trace.INVALID_SPAN, None)
         scrub = self.identifier  # the model chose the id (and an unknown tool's name)
         if plan is not None:
             name = plan.span_name
@@ -130,10 +156,20 @@ class ToolCallRecorder(Recorder):
         )
         span = self.tracer.start_span(name, parent, SpanKind.INTERNAL, attributes, links)
         if span.is_recording():
-            return RecordingCallTrace(self, span, trace.set_span_in_context(span, parent))
+            hooks = plan.hooks if plan is not None else None
+            return RecordingCallTrace(
+                self,
+                span,
+                trace.set_span_in_context(span, parent),
+                before_current=hooks is not None and bool(hooks.before),
+                after_current=hooks is not None and bool(hooks.after),
+            )
         if span.get_span_context().is_valid:  # sampled out: its context still propagates
             return CallTrace(self, span, trace.set_span_in_context(span, parent))
         return CallTrace(self, span, None)
+
+
+_SILENT: Final = (NoOpTracerProvider, ProxyTracerProvider)
 
 
 class NoPhase:
@@ -210,10 +246,24 @@ def _unchanged(result: ToolResult) -> tuple[ToolResult, list[str]]:
 
 
 class CallTrace:
-    """The trace of a call whose span does not record (the null object): phases without spans,
-    the metrics when it ends. :class:`RecordingCallTrace` is the one that records."""
+    """The trace of a call whose span does not record (the null object): its phases
+    (:attr:`before`, :attr:`run`, :attr:`after`, each entered once with ``with``) have no span,
+    and the call is counted when it ends. :class:`RecordingCallTrace` is the one that records.
 
-    __slots__ = ("_recorder", "context", "duration_ms", "ended", "span", "started")
+    The ``run`` phase makes the call's context current (the handler's spans nest under it);
+    ``before`` and ``after`` do when hooks run in them."""
+
+    __slots__ = (
+        "_recorder",
+        "after",
+        "before",
+        "context",
+        "duration_ms",
+        "ended",
+        "run",
+        "span",
+        "started",
+    )
 
     def __init__(
         self, recorder: ToolCallRecorder, span: Span, context: otel_context.Context | None
@@ -227,12 +277,9 @@ class CallTrace:
         self.ended: Outcome | None = None
         """The call's outcome, once it ended."""
         self.duration_ms = 0.0
-
-    def phase(self, name: str, *, current: bool = False) -> Phase | NoPhase:
-        """The phase ``name`` (``before``, ``run``, ``after``), ended by ``with``. With
-        ``current`` the phase's context is current inside the block, so that the spans of hooks
-        and of the handler nest under it."""
-        return NoPhase(self.context) if current and self.context is not None else _DETACHED
+        self.before: Phase | NoPhase = _DETACHED
+        self.run: Phase | NoPhase = _DETACHED if context is None else NoPhase(context)
+        self.after: Phase | NoPhase = _DETACHED
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         """Attributes a tool adds to its call's span."""
@@ -258,14 +305,14 @@ class CallTrace:
     def observer_failed(self, exc: Exception, hook: str) -> None:
         """An observer raised: recorded and ignored."""
 
-    def end(self, outcome: Outcome, *, tool_known: bool) -> float:
-        """Record the call's outcome (once: a later call changes nothing) and count the call;
-        its duration in milliseconds. :meth:`close` ends the span (after the observers)."""
+    def end(self, outcome: Outcome, *, tool_known: bool, close: bool = True) -> float:
+        """Record the call's outcome (once: a later call changes nothing), count the call, and
+        with ``close`` end its span (else :meth:`close` does, after the observers); its duration
+        in milliseconds."""
         if self.ended is not None:
             return self.duration_ms
         seconds = time.perf_counter() - self.started
         self.ended, self.duration_ms = outcome, seconds * 1000.0
-        self._outcome(outcome, tool_known)
         self._recorder.instruments.record_tool(
             outcome.result.tool_name if tool_known else A.UNKNOWN_TOOL,
             outcome.decision,
@@ -273,9 +320,6 @@ class CallTrace:
             seconds,
         )
         return self.duration_ms
-
-    def _outcome(self, outcome: Outcome, tool_known: bool) -> None:
-        """What the span learns at the end (nothing, for a span that does not record)."""
 
     def close(self) -> None:
         """End the span (a span that does not record has nothing to end)."""
@@ -305,20 +349,29 @@ class RecordingCallTrace(CallTrace):
     __slots__ = ("paths",)
 
     def __init__(
-        self, recorder: ToolCallRecorder, span: Span, context: otel_context.Context
+        self,
+        recorder: ToolCallRecorder,
+        span: Span,
+        context: otel_context.Context,
+        *,
+        before_current: bool,
+        after_current: bool,
     ) -> None:
         super().__init__(recorder, span, context)
         self.paths: list[str] | None = None  # what the scrubber changed, for redacted.paths
+        self.before = Phase(self, A.SPAN_BEFORE, before_current)
+        self.run = Phase(self, A.SPAN_RUN, True)
+        self.after = Phase(self, A.SPAN_AFTER, after_current)
 
     @property
     def scrubber(self) -> Scrubber:
         """The recorder's scrubber."""
         return self._recorder.scrubber
 
-    def phase(self, name: str, *, current: bool = False) -> Phase:
-        """A child span for one phase (see :meth:`CallTrace.phase`)."""
-        assert self.context is not None
-        return Phase(self, self._recorder.tracer.start_span(name, self.context), current)
+    @property
+    def tracer(self) -> Tracer:
+        """The tracer the phases' spans come from."""
+        return self._recorder.tracer
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         """Attributes a tool adds to its call's span."""
@@ -347,6 +400,16 @@ class RecordingCallTrace(CallTrace):
         if found:
             self.redacted((attribute,))
         return cap_text(scrubbed, self._recorder.max_content_length if limit is None else limit)
+
+    def end(self, outcome: Outcome, *, tool_known: bool, close: bool = True) -> float:
+        """Record the outcome on the call's span (see :meth:`CallTrace.end`)."""
+        if self.ended is not None:
+            return self.duration_ms
+        self._outcome(outcome, tool_known)
+        duration_ms = super().end(outcome, tool_known=tool_known)
+        if close:
+            self.span.end()
+        return duration_ms
 
     def close(self) -> None:
         """End the span."""
@@ -394,19 +457,21 @@ class RecordingCallTrace(CallTrace):
 
 
 class Phase:
-    """The span of one phase of a call whose span records."""
+    """The span of one phase of a call whose span records, started when the phase is entered."""
 
-    __slots__ = ("_call", "_current", "_token", "span")
+    __slots__ = ("_call", "_current", "_name", "_token", "span")
 
-    def __init__(self, call: RecordingCallTrace, span: Span, current: bool) -> None:
+    def __init__(self, call: RecordingCallTrace, name: str, current: bool) -> None:
         self._call = call
-        self.span = span
+        self._name = name
         self._current = current
+        self.span: Span = trace.INVALID_SPAN
 
     def __enter__(self) -> Phase:
+        context = self._call.context
+        self.span = span = self._call.tracer.start_span(self._name, context)
         if self._current:
-            context = self._call.context
-            self._token = otel_context.attach(trace.set_span_in_context(self.span, context))
+            self._token = otel_context.attach(trace.set_span_in_context(span, context))
         return self
 
     def __exit__(self, *exc: object) -> None:
