@@ -45,6 +45,7 @@ BENCHMARKS = (
     "mcp",
     "recall",
     "fleet",
+    "hooks",
 )
 
 
