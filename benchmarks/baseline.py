@@ -20,6 +20,9 @@ from benchmarks.harness import ROOT
 # The redactor of otelhooks 0.1.0, and the one the redaction rework of issue 21 started from.
 REDACTOR_0_1_0 = "c5783ba"
 REDACTOR_BEFORE_REWORK = "2409702"
+# The core before one execution path replaced the second (untraced) path: its tool calls are
+# measured side by side with today's in benchmarks 1, 2 and 15.
+CORE_BEFORE_ONE_PATH = "2abbca3"
 
 
 def package_at(commit: str, name: str) -> ModuleType | None:
@@ -44,6 +47,11 @@ def package_at(commit: str, name: str) -> ModuleType | None:
     if str(home) not in sys.path:
         sys.path.insert(0, str(home))
     return importlib.import_module(name)
+
+
+def core_at(commit: str) -> ModuleType | None:
+    """The ``otelhooks`` package of ``commit`` (``None`` without the commit)."""
+    return package_at(commit, f"otelhooks_{commit}")
 
 
 def redactor_at(commit: str) -> object | None:

@@ -36,7 +36,10 @@ def run(report: Report, quick: bool) -> None:
         calls = [ToolCall(f"c{i}", "fetch", {"text": f"t{i}"}) for i in range(total)]
         if label == "otelhooks":
             executor = ToolExecutor(
-                registry, default_hooks(redactor, logger), tracer_provider=provider
+                registry,
+                default_hooks(redactor, logger),
+                tracer_provider=provider,
+                scrubber=redactor,
             )
             fn: Side = executor.execute
         else:

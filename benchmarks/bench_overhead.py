@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 
+from benchmarks.baseline import CORE_BEFORE_ONE_PATH, core_at
 from benchmarks.floors import (
     default_hooks,
     make_floor,
@@ -29,29 +30,41 @@ def run(report: Report, quick: bool) -> None:
     provider = sdk_provider(redactor)
     logger = make_logger(redactor)
     readme = ToolExecutor(
-        make_registry(), default_hooks(redactor, logger), tracer_provider=provider
+        make_registry(),
+        default_hooks(redactor, logger),
+        tracer_provider=provider,
+        scrubber=redactor,
     )
     same_work = make_floor(provider, redactor, logger)
     bare_provider, bare_logger = plain_provider(), make_logger(None)
     defaults_only = ToolExecutor(
-        make_registry(), default_hooks(redactor, bare_logger), tracer_provider=bare_provider
+        make_registry(),
+        default_hooks(redactor, bare_logger),
+        tracer_provider=bare_provider,
+        scrubber=redactor,
     )
     minimal = make_minimal_floor(bare_provider, bare_logger)
     n, repeats = (300, 3) if quick else (500, 41)
-    comparison = compare(
-        {
-            "readme set-up": readme.execute,
-            "same-work floor": same_work,
-            "default hooks, no span/log redaction": defaults_only.execute,
-            "minimal floor": minimal,
-        },
-        n,
-        repeats,
-    )
+    sides = {
+        "readme set-up": readme.execute,
+        "same-work floor": same_work,
+        "default hooks, no span/log redaction": defaults_only.execute,
+        "minimal floor": minimal,
+    }
+    before = None if quick else core_at(CORE_BEFORE_ONE_PATH)
+    if before is not None:  # its redaction hook scrubbed the runtime's text itself
+        builtin = __import__(f"{before.__name__}.builtin", fromlist=["RedactionHook"])
+        old_hooks = before.Hooks([builtin.RedactionHook(redactor), builtin.StructlogEvents(logger)])
+        old_registry = before.ToolRegistry()
+        old_registry.register(make_registry().get("echo").handler, name="echo")  # type: ignore[union-attr]
+        sides["readme set-up before one path"] = before.ToolExecutor(
+            old_registry, old_hooks, tracer_provider=provider
+        ).execute
+    comparison = compare(sides, n, repeats)
     provider.shutdown()
     bare_provider.shutdown()
     pairs = {
-        "readme / same-work floor": ("readme set-up", "same-work floor", 1.0),
+        "readme / same-work floor": ("readme set-up", "same-work floor", 1.25),
         "readme / minimal floor": ("readme set-up", "minimal floor", 1.3),
         "defaults without span/log redaction / minimal floor": (
             "default hooks, no span/log redaction",
@@ -59,6 +72,12 @@ def run(report: Report, quick: bool) -> None:
             1.0,
         ),
     }
+    if before is not None:
+        pairs[f"readme before one path ({CORE_BEFORE_ONE_PATH}) / same-work floor"] = (
+            "readme set-up before one path",
+            "same-work floor",
+            1.25,
+        )
     result = comparison.medians
     ratios = {name: comparison.ratio(a, b) for name, (a, b, _) in pairs.items()}
     report.results["overhead"] = {

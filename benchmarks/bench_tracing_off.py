@@ -1,4 +1,8 @@
-"""2. Tracing off (no hooks): API no-op and a non-recording sampler."""
+"""2. Tracing off (no hooks): API no-op and a non-recording sampler.
+
+Besides four no-op spans by hand and the bare call, the otelhooks of
+:data:`benchmarks.baseline.CORE_BEFORE_ONE_PATH` (read from git history) runs side by side when the
+clone has that commit: the figures before and after one execution path replaced the second."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import NoOpTracerProvider
 
+from benchmarks.baseline import CORE_BEFORE_ONE_PATH, core_at
 from benchmarks.floors import echo
 from benchmarks.harness import Report, compare
 from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry
@@ -29,6 +34,7 @@ def run(report: Report, quick: bool) -> None:
     n, repeats = (500, 3) if quick else (1000, 31)
     out: dict[str, Any] = {}
     handler: Any
+    before = None if quick else core_at(CORE_BEFORE_ONE_PATH)
     for label, provider, handler in (
         ("no-op API", NoOpTracerProvider(), echo),
         ("no-op API, async tool", NoOpTracerProvider(), aecho),
@@ -72,12 +78,23 @@ def run(report: Report, quick: bool) -> None:
             return result
 
         sides = {"otelhooks": executor.execute, "4 spans": four_noop_spans, "bare": run_handler}
+        if before is not None:  # the same executor before one execution path
+            old_registry = before.ToolRegistry()
+            old_registry.register(handler, name="echo")
+            old = before.ToolExecutor(old_registry, before.Hooks(), tracer_provider=provider)
+            sides["otelhooks before"] = old.execute
         if handler is aecho:
             sides["4 spans, timeout"] = functools.partial(four_noop_spans, timed=True)
         comparison = compare(sides, n, repeats)
         result = comparison.medians
         ratio = comparison.ratio("otelhooks", "4 spans")
         out[label] = {"us_per_call": result, "ratio_to_4_spans": ratio, "target": 1.5}
+        if before is not None:
+            out[label]["before"] = {
+                "commit": CORE_BEFORE_ONE_PATH,
+                "ratio_to_4_spans": comparison.ratio("otelhooks before", "4 spans"),
+                "spread": comparison.spread("otelhooks", "4 spans"),
+            }
         if handler is aecho:
             timed_ratio = comparison.ratio("otelhooks", "4 spans, timeout")
             out[label]["ratio_to_4_spans_with_timeout"] = timed_ratio
@@ -85,6 +102,12 @@ def run(report: Report, quick: bool) -> None:
         report.row(f"{label}: 4 spans by hand", f"{result['4 spans']:.2f} µs")
         report.row(f"{label}: otelhooks", f"{result['otelhooks']:.2f} µs")
         report.row(f"{label}: ratio otelhooks / 4 spans", f"{ratio:.2f}×", "target ≤ 1.5×")
+        if before is not None:
+            report.row(
+                f"{label}: before one path ({CORE_BEFORE_ONE_PATH}) / 4 spans",
+                f"{out[label]['before']['ratio_to_4_spans']:.2f}×",
+                f"{result['otelhooks before']:.2f} µs",
+            )
         if handler is aecho:
             report.row(
                 f"{label}: 4 spans and asyncio.timeout by hand",

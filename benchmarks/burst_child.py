@@ -63,7 +63,9 @@ def main(mode: str, n: int) -> None:
         ],
     )
     hooks = Hooks([RedactionHook(redactor), StructlogEvents(logger)])
-    executor = ToolExecutor(make_registry(), hooks, tracer_provider=setup.provider)
+    executor = ToolExecutor(
+        make_registry(), hooks, tracer_provider=setup.provider, scrubber=redactor
+    )
 
     async def burst() -> None:
         if mode == "sustained":

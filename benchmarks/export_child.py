@@ -25,8 +25,11 @@ def main(endpoint: str, mode: str, n: int) -> None:
         batch_options=SDK_DEFAULTS if mode == "sdk-defaults" else None,
         export_timeout=10,
     )
-    hooks = Hooks([RedactionHook(Redactor())])  # an after-hook: 4 spans per call
-    executor = ToolExecutor(make_registry(), hooks, tracer_provider=setup.provider)
+    redactor = Redactor()
+    hooks = Hooks([RedactionHook(redactor)])  # an after-hook: 4 spans per call
+    executor = ToolExecutor(
+        make_registry(), hooks, tracer_provider=setup.provider, scrubber=redactor
+    )
 
     async def calls() -> None:
         for i in range(n):

@@ -81,7 +81,8 @@ def make_logger(redactor: Redactor | None) -> Any:
 
 
 def default_hooks(redactor: Redactor, logger: Any) -> Hooks:
-    """What the README turns on: redaction of results and one structlog event per call."""
+    """What the README turns on: redaction of results and one structlog event per call (the
+    executor gets the same redactor as its scrubber)."""
     return Hooks([RedactionHook(redactor), StructlogEvents(logger)])
 
 

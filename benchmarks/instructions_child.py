@@ -45,7 +45,8 @@ def main(side: str, n: int) -> None:
         fn = ToolExecutor(make_registry(), Hooks(), tracer_provider=provider).execute
     else:
         hooks = default_hooks(redactor, logger)
-        fn = ToolExecutor(make_registry(), hooks, tracer_provider=provider).execute
+        executor = ToolExecutor(make_registry(), hooks, tracer_provider=provider, scrubber=redactor)
+        fn = executor.execute
     calls = [ToolCall(f"call-{i}", "echo", {"text": f"hello {i}"}) for i in range(n)]
 
     async def run() -> None:

@@ -179,10 +179,12 @@ async def adapter_cost(n: int, repeats: int) -> dict[str, Any]:
         server.register(bare)
         untraced = ToolExecutor(bare, tracer_provider=None, tool_timeout=None)
         untraced.tracer = __import__("opentelemetry.trace").trace.NoOpTracer()
+        redactor = Redactor()
         full = ToolExecutor(
             bare,
-            Hooks([RedactionHook(Redactor())]),
+            Hooks([RedactionHook(redactor)]),
             tracer_provider=tracing.provider,
+            scrubber=redactor,
         )
         counter = iter(range(10**9))
 

@@ -35,7 +35,9 @@ def main(mode: str, n: int) -> None:
             "otlp", otlp_endpoint="http://127.0.0.1:9", export_timeout=0.5, redactor=redactor
         )
     hooks = default_hooks(redactor, make_logger(redactor))
-    executor = ToolExecutor(make_registry(), hooks, tracer_provider=setup.provider)
+    executor = ToolExecutor(
+        make_registry(), hooks, tracer_provider=setup.provider, scrubber=redactor
+    )
     marks: dict[int, int] = {}
 
     async def calls() -> None:

@@ -49,20 +49,23 @@ def otelhooks_runner() -> Runner:
     async def run(k: int) -> Any:
         calls = tuple(ToolCall(f"c{i}", "echo", {"text": f"t{i}"}) for i in range(k))
         model = ScriptedProvider([AssistantMessage(tool_calls=calls), AssistantMessage(text="ok")])
-        agent = Agent(model, tools=tools, hooks=hooks, model="m", tracer_provider=provider)
+        agent = Agent(
+            model, tools=tools, hooks=hooks, scrubber=redactor, model="m", tracer_provider=provider
+        )
         return await agent.run("go")
 
     return run
 
 
-def _boundary_setup() -> tuple[Any, Any]:
+def _boundary_setup() -> tuple[Any, dict[str, Any]]:
     """otelhooks as the README sets it up: redaction in its three places, a structlog event per
-    call, spans into an in-memory exporter."""
+    call, spans into an in-memory exporter; the hooks, and the boundary's options."""
     from benchmarks.floors import default_hooks, make_logger, sdk_provider
     from otelhooks.builtin import Redactor
 
     redactor = Redactor()
-    return default_hooks(redactor, make_logger(redactor)), sdk_provider(redactor)
+    hooks = default_hooks(redactor, make_logger(redactor))
+    return hooks, {"tracer_provider": sdk_provider(redactor), "scrubber": redactor}
 
 
 def pydantic_ai_runner(guarded: bool = False) -> Runner:
@@ -82,8 +85,8 @@ def pydantic_ai_runner(guarded: bool = False) -> Runner:
         if guarded:
             from otelhooks.integrations.pydantic_ai import OtelhooksCapability
 
-            hooks, provider = _boundary_setup()
-            capabilities.append(OtelhooksCapability(hooks, tracer_provider=provider))
+            hooks, options = _boundary_setup()
+            capabilities.append(OtelhooksCapability(hooks, **options))
         agent = Agent(FunctionModel(respond), capabilities=capabilities)
         agent.tool_plain(echo)
         return agent
@@ -148,8 +151,8 @@ def openai_agents_runner(guarded: bool = False) -> Runner:
     if guarded:
         from otelhooks.integrations.openai_agents import boundary_for, wrap_tool
 
-        hooks, provider = _boundary_setup()
-        tool = wrap_tool(tool, boundary_for(hooks, tracer_provider=provider))
+        hooks, options = _boundary_setup()
+        tool = wrap_tool(tool, boundary_for(hooks, **options))
 
     async def run(k: int) -> Any:
         agent = Agent(
@@ -222,8 +225,8 @@ def langgraph_runner(guarded: bool = False) -> Runner:
     if guarded:
         from otelhooks.integrations.langchain import with_boundary
 
-        hooks, provider = _boundary_setup()
-        tools = with_boundary(tools, hooks, tracer_provider=provider)
+        hooks, options = _boundary_setup()
+        tools = with_boundary(tools, hooks, **options)
     node = ToolNode(tools)
 
     def build(k: int) -> Any:

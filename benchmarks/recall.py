@@ -435,7 +435,12 @@ class Pipeline:
         if max_content_length is not None:
             options["max_content_length"] = max_content_length
         self.executor = ToolExecutor(
-            registry, hooks, tracer_provider=self.tracing.provider, capture_content=True, **options
+            registry,
+            hooks,
+            tracer_provider=self.tracing.provider,
+            capture_content=True,
+            scrubber=redactor,
+            **options,
         )
 
     async def run(

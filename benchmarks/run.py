@@ -46,6 +46,7 @@ BENCHMARKS = (
     "recall",
     "fleet",
     "gateway",
+    "hooks",
 )
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 from otelhooks import Hooks
 from otelhooks.builtin import PathGuard, RedactionHook, Redactor, ToolDenyList
 
+REDACTOR = Redactor()  # the redaction hook and the boundary's scrubber
+
 
 def shared_hooks() -> Hooks:
-    hooks = Hooks([RedactionHook(Redactor())])
+    hooks = Hooks([RedactionHook(REDACTOR)])
     hooks.add(ToolDenyList(["delete_*"]))
     hooks.add(PathGuard("path", "/srv/data"), tools="read_file")
     return hooks

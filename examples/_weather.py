@@ -6,6 +6,7 @@ from otelhooks import Hooks, ToolRegistry
 from otelhooks.builtin import RedactionHook, Redactor, StructlogEvents
 
 tools = ToolRegistry()
+REDACTOR = Redactor()  # the redaction hook and the runtime's scrubber
 
 
 @tools.tool
@@ -15,8 +16,9 @@ def get_weather(city: str) -> str:
 
 
 def default_hooks() -> Hooks:
-    """Redaction first (results reach the model and the spans scrubbed), then a log event."""
-    return Hooks([RedactionHook(Redactor()), StructlogEvents()])
+    """Redaction first (results reach the model and the spans scrubbed), then a log event;
+    the agent gets ``scrubber=REDACTOR`` too."""
+    return Hooks([RedactionHook(REDACTOR), StructlogEvents()])
 
 
 PROMPT = "What is the weather in Paris and in Tokyo? Use the tool, then answer in one sentence."

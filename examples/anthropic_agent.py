@@ -10,7 +10,7 @@ import asyncio
 import os
 import sys
 
-from _weather import PROMPT, default_hooks, tools
+from _weather import PROMPT, REDACTOR, default_hooks, tools
 
 from otelhooks.core.loop import Agent
 from otelhooks.providers import ModelParams
@@ -27,6 +27,7 @@ async def main() -> None:
         AnthropicMessages(thinking={"type": "enabled", "budget_tokens": 1024}),
         tools=tools,
         hooks=default_hooks(),
+        scrubber=REDACTOR,
         model=os.environ.get("OTELHOOKS_EXAMPLE_MODEL", "claude-sonnet-5-5"),
         name="weather",
         params=ModelParams(max_tokens=2048),

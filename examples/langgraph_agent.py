@@ -6,7 +6,7 @@ driven by LangChain's fake chat model, so it runs offline.
 
 import asyncio
 
-from _policy import delete_file, read_file, shared_hooks
+from _policy import REDACTOR, delete_file, read_file, shared_hooks
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
@@ -41,7 +41,12 @@ async def main() -> None:
     graph = StateGraph(MessagesState)
     graph.add_node("agent", agent)
     graph.add_node(
-        "tools", ToolNode(with_boundary(tools, shared_hooks(), tracer_provider=tracing.provider))
+        "tools",
+        ToolNode(
+            with_boundary(
+                tools, shared_hooks(), tracer_provider=tracing.provider, scrubber=REDACTOR
+            )
+        ),
     )
     graph.add_edge(START, "agent")
     graph.add_conditional_edges("agent", tools_condition, ["tools", END])

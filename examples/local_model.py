@@ -13,7 +13,7 @@ import asyncio
 import os
 import sys
 
-from _weather import PROMPT, default_hooks, tools
+from _weather import PROMPT, REDACTOR, default_hooks, tools
 
 from otelhooks.core.loop import Agent
 from otelhooks.providers import ModelParams
@@ -35,6 +35,7 @@ async def main() -> None:
         provider,
         tools=tools,
         hooks=default_hooks(),
+        scrubber=REDACTOR,
         model=os.environ.get("LOCAL_MODEL", "llama3.2"),
         name="weather",
         params=ModelParams(temperature=0.0, max_tokens=300),

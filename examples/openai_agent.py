@@ -10,7 +10,7 @@ import asyncio
 import os
 import sys
 
-from _weather import PROMPT, default_hooks, tools
+from _weather import PROMPT, REDACTOR, default_hooks, tools
 
 from otelhooks.core.loop import Agent
 from otelhooks.providers import ModelParams
@@ -28,6 +28,7 @@ async def main() -> None:
         provider,
         tools=tools,
         hooks=default_hooks(),
+        scrubber=REDACTOR,
         model=os.environ.get("OTELHOOKS_EXAMPLE_MODEL", "gpt-4.1-mini"),
         name="weather",
         params=ModelParams(temperature=0.2, max_tokens=300),

@@ -9,7 +9,7 @@ Drop ``model=Scripted()`` (and set OPENAI_API_KEY) to run it against OpenAI.
 import asyncio
 import json
 
-from _policy import delete_file, read_file, shared_hooks
+from _policy import REDACTOR, delete_file, read_file, shared_hooks
 from agents import Agent, RunConfig, Runner, function_tool
 from agents.items import ModelResponse, ToolCallOutputItem
 from agents.models.interface import Model
@@ -62,7 +62,9 @@ async def main() -> None:
         model=Scripted(),
         tools=[function_tool(read_file), function_tool(delete_file)],
     )
-    guarded = with_boundary(agent, shared_hooks(), tracer_provider=tracing.provider)
+    guarded = with_boundary(
+        agent, shared_hooks(), tracer_provider=tracing.provider, scrubber=REDACTOR
+    )
     result = await Runner.run(guarded, "Clean up", run_config=RunConfig(tracing_disabled=True))
     for item in result.new_items:
         if isinstance(item, ToolCallOutputItem):

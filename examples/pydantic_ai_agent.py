@@ -5,7 +5,7 @@
 Swap ``FunctionModel(...)`` for a real model (``"openai:gpt-4.1-mini"``) to run it for real.
 """
 
-from _policy import delete_file, read_file, shared_hooks
+from _policy import REDACTOR, delete_file, read_file, shared_hooks
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -31,7 +31,9 @@ tracing = in_memory_tracing()
 agent = Agent(
     FunctionModel(model),
     tools=[read_file, delete_file],
-    capabilities=[OtelhooksCapability(shared_hooks(), tracer_provider=tracing.provider)],
+    capabilities=[
+        OtelhooksCapability(shared_hooks(), tracer_provider=tracing.provider, scrubber=REDACTOR)
+    ],
 )
 result = agent.run_sync("Read and clean up the app config.")
 for message in result.all_messages():

@@ -52,7 +52,12 @@ async def main() -> None:
     )
     provider = ScriptedProvider([AssistantMessage(tool_calls=calls), quote_last_tool_result()])
     agent = Agent(
-        provider, tools=tools, hooks=hooks, name="example", tracer_provider=setup.provider
+        provider,
+        tools=tools,
+        hooks=hooks,
+        scrubber=redactor,
+        name="example",
+        tracer_provider=setup.provider,
     )
     print((await agent.run("what is configured?")).text)
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import core as _core
 from ._lazy import lazy_names
+from .core.scrub import Scrubber, use_default_scrubber
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -29,6 +30,17 @@ _TELEMETRY = "Capture InMemoryTracing TracingSetup in_memory_tracing setup_traci
 __getattr__, __dir__ = lazy_names(
     __name__, globals(), {"core": _core.__all__, "telemetry": _TELEMETRY}
 )
+
+
+def _default_scrubber() -> Scrubber:
+    from .builtin.redaction import default_redactor
+
+    return default_redactor()
+
+
+# Safe by default: a runtime given no scrubber redacts with the default redactor (made when the
+# first such runtime is built; ``scrubber=NO_SCRUBBING`` turns it off).
+use_default_scrubber(_default_scrubber)
 
 __all__ = ["Capture", "InMemoryTracing", "TracingSetup", "__version__"]
 __all__ += ["in_memory_tracing", "setup_tracing"]

@@ -137,6 +137,7 @@ async def main() -> int:
             provider,
             tools=tools,
             hooks=hooks,
+            scrubber=redactor,
             name=f"fleet-{kind}",
             tracer_provider=setup.provider,
             capture_content=True,  # results on the spans: the redactor must scrub them

@@ -1,7 +1,7 @@
-"""The shared-timer deadlines tool calls run under: the same outcomes as ``asyncio.timeout``
-(a timeout, a cancellation from outside, nesting), within the documented slack, one timer for
-many calls, and no event loop kept alive; :func:`bounded` with the outcomes of a block entered
-before the awaitable's first step."""
+"""The one timeout mechanism hooks and handlers run under: the same outcomes as
+``asyncio.timeout`` (a timeout, a cancellation from outside, nesting), within the documented
+slack, one timer for many calls, no event loop kept alive, and ``expired`` telling its own
+timeout from a ``TimeoutError`` the code raised."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import weakref
 import pytest
 
 from otelhooks.core import deadline as deadline_module
-from otelhooks.core.deadline import Deadline, bounded, deadline
+from otelhooks.core.deadline import Deadline, deadline
 
 
 async def _sleep_under(timeout: float, sleep: float = 5.0) -> float:
@@ -121,95 +121,27 @@ def _pending_blocks() -> int:
     return sum(len(watch.blocks) for watch in deadline_module._watches.values())
 
 
-def test_bounded_returns_what_finishes_without_waiting_and_registers_nothing() -> None:
-    async def at_once(value: int) -> int:
-        return value
+def test_expired_tells_the_blocks_timeout_from_the_codes_own() -> None:
+    async def main() -> tuple[bool, bool]:
+        own = deadline(5.0)
+        with pytest.raises(TimeoutError), own:
+            raise TimeoutError("the code's own")
+        ours = deadline(0.01)
+        with pytest.raises(TimeoutError), ours:
+            await asyncio.sleep(5)
+        assert _pending_blocks() == 0
+        return own.expired, ours.expired
 
-    async def main() -> tuple[list[int], int, int]:
-        loop = asyncio.get_running_loop()
-        scheduled = len(loop._scheduled)  # type: ignore[attr-defined]
-        values = [await bounded(at_once(i), 0.001) for i in range(100)]
-        return values, scheduled, len(loop._scheduled)  # type: ignore[attr-defined]
-
-    values, before, after = asyncio.run(main())
-    assert values == list(range(100))
-    assert before == after == 0
+    assert asyncio.run(main()) == (False, True)
 
 
-def test_bounded_times_out_counting_the_first_step_and_leaves_nothing_pending() -> None:
-    async def busy_then_wait() -> None:
-        time.sleep(0.5)  # holds the loop longer than the whole bound
-        await asyncio.sleep(30)
-
+def test_a_sync_call_that_holds_the_loop_is_not_interrupted_but_counts_against_the_bound() -> None:
     async def main() -> float:
         started = time.monotonic()
-        with pytest.raises(TimeoutError):
-            await bounded(busy_then_wait(), 0.4)
-        assert _pending_blocks() == 0
+        with pytest.raises(TimeoutError), deadline(0.05):
+            time.sleep(0.3)  # holds the loop: no timer can fire meanwhile
+            await asyncio.sleep(30)  # the first wait: the overdue timeout fires at once
         return time.monotonic() - started
 
-    assert 0.5 <= asyncio.run(main()) < 0.5 + 0.3  # at the first wait, not 0.4 s after it
-
-
-def test_bounded_fires_within_its_slack_on_a_future_and_on_a_coroutine() -> None:
-    async def main() -> list[float]:
-        lates = []
-        loop = asyncio.get_running_loop()
-        for make in (lambda: loop.create_future(), lambda: asyncio.sleep(5)):
-            started = time.monotonic()
-            with pytest.raises(TimeoutError):
-                await bounded(make(), 0.1)
-            lates.append(time.monotonic() - started - 0.1)
-        return lates
-
-    for late in asyncio.run(main()):
-        assert 0.0 <= late < 0.5  # slack 0.1 / 16 s, plus scheduling
-
-
-def test_bounded_hands_a_cancellation_to_the_awaitable_and_passes_it_through() -> None:
-    seen: list[str] = []
-
-    async def survives_one_cancel() -> str:
-        try:
-            await asyncio.sleep(5)
-        except asyncio.CancelledError:
-            seen.append("cancelled")
-            current = asyncio.current_task()
-            assert current is not None
-            current.uncancel()
-        await asyncio.sleep(0)
-        return "carried on"
-
-    async def waits() -> None:
-        await asyncio.sleep(5)
-
-    async def bound_survivor() -> str:
-        return await bounded(survives_one_cancel(), 5.0)
-
-    async def bound_waiter() -> None:
-        await bounded(waits(), 5.0)
-
-    async def main() -> str:
-        task = asyncio.create_task(bound_survivor())
-        await asyncio.sleep(0.01)
-        task.cancel()
-        value = await task
-        other = asyncio.create_task(bound_waiter())
-        await asyncio.sleep(0.01)
-        other.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await other
-        assert _pending_blocks() == 0
-        return value
-
-    assert asyncio.run(main()) == "carried on"
-    assert seen == ["cancelled"]
-
-
-def test_bounded_without_a_timeout_is_the_awaitable_itself() -> None:
-    async def value() -> int:
-        return 1
-
-    coroutine = value()
-    assert bounded(coroutine, None) is coroutine
-    assert asyncio.run(coroutine) == 1
+    elapsed = asyncio.run(main())
+    assert 0.3 <= elapsed < 0.3 + 5.0  # long before the 30 s sleep could end

@@ -412,8 +412,11 @@ def test_fuzz_every_input_ends_as_a_result(name: str, arguments: Any) -> None:
 
     registry.register(anything, name="any", parameters={"type": "object"})
     tracing = in_memory_tracing(redactor=Redactor())
-    hooks = Hooks([RedactionHook(Redactor())])
-    executor = ToolExecutor(registry, hooks, tracer_provider=tracing.provider, capture_content=True)
+    redactor = Redactor()
+    hooks = Hooks([RedactionHook(redactor)])
+    executor = ToolExecutor(
+        registry, hooks, tracer_provider=tracing.provider, capture_content=True, scrubber=redactor
+    )
     result = asyncio.run(executor.execute(ToolCall("c1", name, arguments)))
     assert isinstance(result, ToolResult) and isinstance(result.content, str)
     (span,) = tracing.tool_spans()
@@ -482,7 +485,7 @@ def test_deeply_nested_arguments_are_refused_clearly() -> None:
 
 def test_nan_and_bytes_survive_to_a_result() -> None:
     registry = ToolRegistry()
-    registry.register(lambda x: x, name="t", parameters={"type": "object"})
+    registry.register(lambda x: x, name="t", parameters={"type": "object", "properties": {"x": {}}})
     tracing = in_memory_tracing()
     executor = ToolExecutor(registry, tracer_provider=tracing.provider, capture_content=True)
     result = asyncio.run(executor.execute(ToolCall("c", "t", {"x": [math.nan, b"\xff\x00"]})))
@@ -652,7 +655,8 @@ def test_property_planted_secrets_never_leave_through_a_fault_path(kind: str, pa
     async def slow_hook(ctx: Any) -> None:
         await asyncio.sleep(30)
 
-    hooks = Hooks([RedactionHook(Redactor())])
+    redactor = Redactor()
+    hooks = Hooks([RedactionHook(redactor)])
     if path == "before_hook_raises":
         hooks.add(before=failing_hook, name="b", before_failure="fail_open")
     if path == "after_hook_raises":
@@ -680,6 +684,7 @@ def test_property_planted_secrets_never_leave_through_a_fault_path(kind: str, pa
         hooks=hooks,
         tracer_provider=tracing.provider,
         capture_content=True,
+        scrubber=redactor,
     )
     asyncio.run(agent.run(f"please use {planted}"))
     exported = "\n".join(span.to_json() for span in tracing.spans())

@@ -88,22 +88,25 @@ def test_helper_failures_say_what_was_captured(
         otelhooks_tracing.find_one("execute_tool echo", gen_ai__tool__name="ecko")
 
 
-def test_a_tool_pattern_that_matches_nothing_is_a_warning_or_an_error() -> None:
+def test_a_tool_pattern_that_matches_nothing_is_an_error_naming_what_it_meant() -> None:
     registry = ToolRegistry()
     registry.register(lambda: "rm", name="dangerous")
     hooks = Hooks(registry=registry)
-    with pytest.warns(
-        UnmatchedToolPattern, match=r"'dangerus' matches no registered tool.*dangerous"
+    with pytest.raises(
+        UnmatchedToolPatternError,
+        match=r"'dangerus' matches no registered tool \(did you mean 'dangerous'\?\)",
     ):
         hooks.add(before=lambda ctx: block("no"), tools="dangerus")
-    with pytest.warns(UnmatchedToolPattern, match="'shell\\*'"):
+    with pytest.raises(UnmatchedToolPatternError, match="'shell\\*'"):
         hooks.add(ToolDenyList(["shell*"]))  # a policy's own tool list is checked too
-    strict = Hooks(registry=registry, strict=True)
-    with pytest.raises(UnmatchedToolPatternError, match="dangerus"):
-        strict.add(before=lambda ctx: block("no"), tools="dangerus")
+    assert len(hooks) == 0  # nothing half-registered
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        strict.add(before=lambda ctx: block("no"), tools="danger*")  # matches: silent
+        hooks.add(before=lambda ctx: block("no"), tools="danger*")  # matches: silent
+        hooks.add(before=lambda ctx: block("no"), tools="deploy", tools_later=True)  # deferred
+    lenient = Hooks(registry=registry, strict=False)  # the explicit opt-out: warnings
+    with pytest.warns(UnmatchedToolPattern, match="dangerus"):
+        lenient.add(before=lambda ctx: block("no"), tools="dangerus")
 
 
 async def test_the_agent_checks_tool_patterns_when_it_starts() -> None:
@@ -115,11 +118,13 @@ async def test_the_agent_checks_tool_patterns_when_it_starts() -> None:
     registry.register(lambda: "rm", name="dangerous")
     hooks = Hooks()  # built before the tools were known: no check at registration
     hooks.add(before=lambda ctx: block("no"), tools="dangerus")
-    agent = Agent(ScriptedProvider([AssistantMessage(text="ok")]), tools=registry, hooks=hooks)
-    with pytest.warns(UnmatchedToolPattern, match="dangerus"):
+    provider = ScriptedProvider([AssistantMessage(text="ok")])
+    agent = Agent(provider, tools=registry, hooks=hooks)
+    with pytest.raises(UnmatchedToolPatternError, match="dangerus"):
         await agent.run("go")
-    hooks.strict = True
-    with pytest.raises(UnmatchedToolPatternError):
+    assert provider.requests == [] and not agent.running  # nothing was sent
+    hooks.strict = False
+    with pytest.warns(UnmatchedToolPattern, match="dangerus"):
         await agent.run("again")
 
 

@@ -16,6 +16,8 @@ from otelhooks import AfterToolCallContext, BeforeToolCallContext, Hooks, block,
 from otelhooks.builtin import RedactionHook, Redactor
 from otelhooks.telemetry.testing import InMemoryTracing
 
+REDACTOR = Redactor()  # the scrubber and the redaction hook of every framework here
+
 SECRET = "ghp_Zq8RkT2mWx9LpN4vB7cY1dF6hJ3sA5eG0uIo"
 Call = tuple[str, str, dict[str, Any]]  # id, tool, arguments
 RunCalls = Callable[[list[Call], Hooks, Any], Awaitable[dict[str, str]]]
@@ -77,7 +79,7 @@ def pydantic_ai_runner(log: Log) -> RunCalls:
 
         agent = Agent(
             FunctionModel(respond),
-            capabilities=[OtelhooksCapability(hooks, tracer_provider=provider)],
+            capabilities=[OtelhooksCapability(hooks, tracer_provider=provider, scrubber=REDACTOR)],
         )
         for name, fn in TOOLS.items():
 
@@ -155,7 +157,7 @@ def openai_agents_runner(log: Log) -> RunCalls:
             tools=tools,
             model_settings=ModelSettings(parallel_tool_calls=True),
         )
-        guarded = with_boundary(agent, hooks, tracer_provider=provider)
+        guarded = with_boundary(agent, hooks, tracer_provider=provider, scrubber=REDACTOR)
         result = await Runner.run(guarded, "go", run_config=RunConfig(tracing_disabled=True))
         return {
             item.raw_item["call_id"]: str(item.output)
@@ -197,7 +199,8 @@ def langgraph_runner(log: Log) -> RunCalls:
 
         graph = StateGraph(MessagesState)
         graph.add_node("agent", agent)
-        graph.add_node("tools", ToolNode(with_boundary(tools, hooks, tracer_provider=provider)))
+        wrapped = with_boundary(tools, hooks, tracer_provider=provider, scrubber=REDACTOR)
+        graph.add_node("tools", ToolNode(wrapped))
         graph.add_edge(START, "agent")
         graph.add_conditional_edges("agent", tools_condition, ["tools", END])
         graph.add_edge("tools", "agent")
@@ -225,7 +228,7 @@ def framework(request: pytest.FixtureRequest) -> tuple[str, RunCalls, Log]:
 def shared_hooks(seen: list[Any] | None = None) -> Hooks:
     """One hooks object, the same for every framework: redaction, a block, a rewrite, an
     after-hook override."""
-    hooks = Hooks([RedactionHook(Redactor())])
+    hooks = Hooks([RedactionHook(REDACTOR)])
 
     @hooks.before
     def policy(ctx: BeforeToolCallContext) -> Any:
@@ -341,7 +344,9 @@ async def test_spans_nest_under_an_instrumented_framework(
         name="weather-agent",
         capabilities=[
             Instrumentation(InstrumentationSettings(tracer_provider=otelhooks_tracing.provider)),
-            OtelhooksCapability(shared_hooks(), tracer_provider=otelhooks_tracing.provider),
+            OtelhooksCapability(
+                shared_hooks(), tracer_provider=otelhooks_tracing.provider, scrubber=REDACTOR
+            ),
         ],
     )
     agent.tool_plain(_typed("weather", lambda **kw: weather(log, **kw)))

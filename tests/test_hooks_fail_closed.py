@@ -112,7 +112,13 @@ def test_redaction_holds_whatever_the_other_hooks_do(
     hooks.add(after=lambda ctx: None, name="harmless")
     tracing = in_memory_tracing(redactor=redactor)
     result = run(
-        ToolExecutor(registry, hooks, tracer_provider=tracing.provider, capture_content=True),
+        ToolExecutor(
+            registry,
+            hooks,
+            tracer_provider=tracing.provider,
+            capture_content=True,
+            scrubber=redactor,
+        ),
         ToolCall("c1", "echo", {"text": f"token {SECRET}"}),
     )[0]
     assert SECRET not in result.content
@@ -134,7 +140,7 @@ def test_block_reasons_and_failure_messages_reaching_the_model_are_redacted(
     )
     tracing = in_memory_tracing(redactor=redactor)
     blocked, failed = run(
-        ToolExecutor(registry, hooks, tracer_provider=tracing.provider),
+        ToolExecutor(registry, hooks, tracer_provider=tracing.provider, scrubber=redactor),
         ToolCall("c1", "echo", {"text": "x"}),
         ToolCall("c2", "other", {}),
     )
@@ -198,6 +204,7 @@ def test_property_secrets_in_every_channel_are_removed_before_any_cut(
         tracer_provider=tracing.provider,
         capture_content=True,
         max_content_length=limit,
+        scrubber=redactor,
     )
     call = {
         "tool_name": ToolCall("c1", planted, {}),

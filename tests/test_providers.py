@@ -299,7 +299,8 @@ async def test_content_capture_in_the_conventions_shapes_redacted(
     agent = Agent(
         OpenAIChat(api_key="sk-test", base_url=f"{server.url}/v1", max_retries=0),
         tools=weather_tools(),
-        hooks=Hooks([RedactionHook(Redactor())]),
+        hooks=Hooks([RedactionHook(redactor := Redactor())]),
+        scrubber=redactor,
         model="m",
         system_prompt="You are terse.",
         capture_content=True,

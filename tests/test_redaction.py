@@ -179,7 +179,13 @@ def _runtime(redactor: Redactor, log_out: io.StringIO) -> tuple[ToolExecutor, In
         raise RuntimeError(f"could not handle {data}")
 
     hooks = Hooks([RedactionHook(redactor), StructlogEvents(logger, mirror_to_span=True)])
-    executor = ToolExecutor(registry, hooks, tracer_provider=tracing.provider, capture_content=True)
+    executor = ToolExecutor(
+        registry,
+        hooks,
+        tracer_provider=tracing.provider,
+        capture_content=True,
+        scrubber=redactor,
+    )
     return executor, tracing, logger
 
 

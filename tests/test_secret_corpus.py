@@ -173,6 +173,7 @@ def _pipeline(limit: int = 4096) -> tuple[ToolExecutor, Any, io.StringIO]:
         tracer_provider=tracing.provider,
         capture_content=True,
         max_content_length=limit,
+        scrubber=redactor,
     )
     return executor, tracing, out
 

@@ -112,6 +112,7 @@ def test_a_secret_in_a_tool_name_or_call_id_reaches_no_channel() -> None:
         ToolRegistry(),
         Hooks([RedactionHook(redactor), StructlogEvents(logger, mirror_to_span=True)]),
         tracer_provider=tracing.provider,
+        scrubber=redactor,
     )
     result = asyncio.run(executor.execute(ToolCall(f"call-{SECRET}", f"lookup_{SECRET}", {})))
     assert result.is_error and "unknown tool" in result.content

@@ -42,7 +42,7 @@ def test_tool_context_parameter_is_injected_not_exposed() -> None:
 
     tool = make_tool(work)
     assert list(tool.parameters["properties"]) == ["path"]
-    assert tool._context_param == "ctx"
+    assert tool.context_param == "ctx"
 
 
 def test_explicit_overrides_and_provider_form() -> None:

@@ -148,7 +148,9 @@ class ArgumentPattern(_ArgumentGuard):
 
 class CallLimit:
     """At most ``max_calls`` calls per run of each matching tool (or of all of them together
-    with ``shared=True``). Counts are per run (the context snapshot's ``run_id``)."""
+    with ``shared=True``). Counts are per run (the context snapshot's ``run_id``); a call is
+    counted once, when it is first seen (not again when a later hook's rewrite makes it run
+    again: ``ctx.recheck``)."""
 
     name = "call_limit"
 
@@ -165,7 +167,7 @@ class CallLimit:
         """Count the call; block it once the run reached the limit."""
         key = (ctx.context.run_id, "*" if self.shared else ctx.tool_call.name)
         with self._lock:
-            count = self._counts.get(key, 0) + 1
+            count = self._counts.get(key, 0) + (0 if ctx.recheck else 1)
             self._counts[key] = count
             self._counts.move_to_end(key)
             while len(self._counts) > 10_000:  # bounded: old runs are forgotten

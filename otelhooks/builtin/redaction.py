@@ -2,6 +2,8 @@
 
 A :class:`Redactor` is configured once and used by
 
+* as the executor's and the agent's scrubber (``scrubber=redactor``, see
+  :mod:`otelhooks.core.scrub`), on everything a call hands the model and writes on its span;
 * :class:`RedactionHook`, an after-hook that rewrites tool results before they reach the model;
 * :class:`~otelhooks.builtin.span_redaction.RedactingSpanProcessor` (needs the SDK), which
   scrubs every span's attributes, events (exception messages and stack traces included) and
@@ -456,17 +458,20 @@ def _check_patterns(patterns: Iterable[SecretPattern]) -> None:
 class RedactionHook:
     """After-hook: redacts a tool result's content and details before the model sees them.
 
-    Register it first among after-hooks, so that the hooks after it, and whatever they print or
-    log, see redacted results. It holds whatever the other hooks do: a result that a later hook
-    changed is scrubbed again before it leaves the call (:meth:`scrub_result`), and everything the
-    runtime writes itself for the model or a span (block reasons, error messages, captured
-    content) goes through :meth:`scrub_text` before any cut. It fails closed: if it cannot run,
-    the result is withheld rather than passed on unredacted. The redacted paths are recorded on
-    the current (``after``) span as ``otelhooks.redacted.paths``.
+    Hooks registered after it, and whatever they print or log, see redacted results. It fails
+    closed: if it cannot run, the result is withheld rather than passed on unredacted. The
+    redacted paths are recorded on the current (``after``) span as ``otelhooks.redacted.paths``.
+
+    The text the runtime writes itself (block reasons, error messages, captured content) and
+    every change a later hook makes are scrubbed by the executor's scrubber, which is declared,
+    not found on a hook: give the same redactor as ``scrubber=`` to the executor or the agent
+    (:mod:`otelhooks.core.scrub`); without one, the executor refuses to run this hook
+    (``requires_scrubber``). With one, this hook finds the result already redacted.
     """
 
     name = "redaction"
     after_failure = "fail_closed"
+    requires_scrubber = True
 
     def __init__(self, redactor: Redactor | None = None) -> None:
         self.redactor = redactor if redactor is not None else default_redactor()
@@ -502,18 +507,6 @@ class RedactionHook:
         if span.is_recording():
             span.set_attribute(A.REDACTED_PATHS, paths)
         return AfterOverride(content=content, details=details)
-
-    def scrub_text(self, text: str) -> str:
-        """Text the runtime writes for the model or a span, with secrets replaced."""
-        return self.redactor.scrub_text(text)
-
-    def scrub_identifier(self, name: str) -> str:
-        """A name the model chose (a tool name, a call id), with secrets replaced."""
-        return self.redactor.scrub_identifier(name)
-
-    def scrub_result(self, result: ToolResult) -> ToolResult:
-        """``result`` with its content and details redacted (the same object when clean)."""
-        return self.redactor.scrub_result(result)
 
 
 # -- place 3: log events -----------------------------------------------------------------------

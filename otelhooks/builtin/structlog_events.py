@@ -111,9 +111,9 @@ class StructlogEvents:
                 span.add_event(
                     event,
                     {
-                        f"log.{k}": v
+                        f"{A.LOG_PREFIX}{k}": v
                         for k, v in fields.items()
                         if isinstance(v, _EVENT_ATTR_TYPES) and k not in ("trace_id", "span_id")
                     }
-                    | {"log.level": level},
+                    | {A.LOG_LEVEL: level},
                 )

@@ -136,6 +136,7 @@ def demo_agent(
         provider,
         tools=tools if tools is not None else demo_tools(),
         hooks=hooks,
+        scrubber=redactor,
         model="scripted",
         name=f"demo-{case.name}",
         tracer_provider=tracer_provider,

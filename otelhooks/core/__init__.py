@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from .hooks import *
     from .loop import *
     from .messages import *
+    from .outcome import Allowed, Ended, Prepared
     from .provider import *
+    from .scrub import NO_SCRUBBING, Scrubber
     from .tool_span import ToolCallRecorder
     from .tools import *
 
@@ -35,22 +37,24 @@ __getattr__, __dir__ = lazy_names(
             "ToolExecutionEnd ToolExecutionStart ToolExecutionUpdate ToolResultEvent TurnEnd "
             "TurnStart"
         ),
-        "execute": "DEFAULT_TOOL_TIMEOUT PreparedCall ToolExecutor",
+        "execute": "DEFAULT_TOOL_TIMEOUT ToolExecutor",
         "hooks": (
             "FAIL_CLOSED FAIL_OPEN KEEP AfterOverride AfterToolCallContext BeforeDecision "
-            "BeforeToolCallContext HookChain Hooks RegisteredHook ToolCallRecord "
+            "BeforeToolCallContext HookChain Hooks RegisteredHook ToolCallRecord ToolHook "
             "UnmatchedToolPattern UnmatchedToolPatternError allow block rewrite"
         ),
-        "loop": "Agent AgentStateError RunResult",
+        "loop": "Agent AgentConfig AgentStateError RunResult",
+        "outcome": "Allowed Ended Prepared",
         "messages": (
             "AgentContext AgentMessage AssistantMessage CustomMessage MediaContent Message "
             "ThinkingBlock ToolCall ToolResult ToolSpec Usage UserMessage"
         ),
         "provider": "Done ModelParams Provider ProviderRequest StreamEvent TextChunk ToolCallChunk",
+        "scrub": "NO_SCRUBBING Scrubber",
         "tool_span": "ToolCallRecorder",
         "tools": (
             "TOOL_NAME InvalidArguments Tool ToolContext ToolError ToolNotFound ToolOutput "
-            "ToolRegistry make_tool"
+            "ToolRegistry ToolSet make_tool"
         ),
     },
 )
@@ -60,22 +64,26 @@ __all__ = [
     "FAIL_CLOSED",
     "FAIL_OPEN",
     "KEEP",
+    "NO_SCRUBBING",
     "TOOL_NAME",
     "AfterOverride",
     "AfterToolCallContext",
     "Agent",
+    "AgentConfig",
     "AgentContext",
     "AgentEnd",
     "AgentEvent",
     "AgentMessage",
     "AgentStart",
     "AgentStateError",
+    "Allowed",
     "AssistantMessage",
     "BeforeDecision",
     "BeforeToolCallContext",
     "CancelSignal",
     "CustomMessage",
     "Done",
+    "Ended",
     "HookChain",
     "Hooks",
     "InvalidArguments",
@@ -84,11 +92,12 @@ __all__ = [
     "MessageEnd",
     "MessageStart",
     "ModelParams",
-    "PreparedCall",
+    "Prepared",
     "Provider",
     "ProviderRequest",
     "RegisteredHook",
     "RunResult",
+    "Scrubber",
     "StreamEvent",
     "TextChunk",
     "TextDelta",
@@ -105,11 +114,13 @@ __all__ = [
     "ToolExecutionStart",
     "ToolExecutionUpdate",
     "ToolExecutor",
+    "ToolHook",
     "ToolNotFound",
     "ToolOutput",
     "ToolRegistry",
     "ToolResult",
     "ToolResultEvent",
+    "ToolSet",
     "ToolSpec",
     "TurnEnd",
     "TurnStart",

@@ -3,12 +3,18 @@ handled by its policy, and a record of every hook's part for the trace.
 
 Contracts
 ---------
-* :func:`run_before_chain` runs the before-hooks in order; the first block (or a fail-closed
-  failure) ends the chain; a rewrite is validated again before the next hook sees it.
+* :func:`run_before_chain` runs the before-hooks in order and returns a verdict: :class:`Let`
+  (go on, with the final arguments), :class:`Blocked` or :class:`Interrupted` (the run's signal
+  stopped a hook). The first block (or a fail-closed failure) ends the chain; a rewrite is
+  validated again before the next hook sees it; after a rewrite, the hooks before the rewriting
+  one run again on the final arguments (``recheck``), so every hook that let the call through
+  saw what the handler gets.
 * :func:`run_after_chain` runs the after-hooks in order, each seeing the result as overridden so
-  far; a fail-closed failure withholds the result.
-* Neither raises for a hook's fault: a raise, a wrong return type or a timeout becomes a
-  :class:`HookFailure` in the outcome. Only ``asyncio.CancelledError`` passes through.
+  far (each override scrubbed by the caller's ``rescrub`` first); a fail-closed failure
+  withholds the result.
+* Neither raises for a hook's fault: a raise, a ``CancelledError`` the hook raised itself, a wrong
+  return type or a timeout becomes a :class:`HookFailure`. Only a cancellation from outside the
+  call passes through (:func:`otelhooks.core.cancel.cancelled_by` says which is which).
 """
 
 from __future__ import annotations
@@ -18,13 +24,14 @@ import copy
 import inspect
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from ..telemetry.attributes import ERR_HOOK_FAILED, ERR_HOOK_TIMEOUT, ERR_INVALID_ARGUMENTS
+from .cancel import CancelSignal, cancelled_by
+from .deadline import deadline
 from .hooks import (
-    _ALLOW,
     FAIL_CLOSED,
     KEEP,
     AfterOverride,
@@ -32,9 +39,10 @@ from .hooks import (
     BeforeDecision,
     BeforeToolCallContext,
     RegisteredHook,
-    ScrubFn,
 )
 from .messages import ToolCall, ToolResult
+from .scrub import Scrubber
+from .threads import WORKERS
 
 
 class HookFailure(Exception):
@@ -47,6 +55,10 @@ class HookFailure(Exception):
         self.cause = cause
 
 
+class _SignalStopped(Exception):
+    """The run's signal cancelled a hook while it ran."""
+
+
 @dataclass(frozen=True, slots=True)
 class HookRun:
     """One hook's part in a chain, for the trace: its decision and how long it took."""
@@ -55,66 +67,111 @@ class HookRun:
     decision: str  # allow | block | rewrite | keep | override | failed | timeout
     duration_ms: float
     failure: HookFailure | None = None
+    recheck: bool = False  # it ran again on arguments a later hook rewrote
 
 
-@dataclass(slots=True)
-class BeforeOutcome:
+@dataclass(frozen=True, slots=True)
+class Let:
+    """The before-hooks let the call through with ``args`` (as rewritten, validated)."""
+
     args: Mapping[str, Any]
-    blocked: bool = False
-    reason: str = ""
-    terminate: bool = False
-    deciding_hook: str | None = None
-    rewritten: bool = False
-    failure: HookFailure | None = None  # the failure that blocked the call (fail closed)
-    runs: list[HookRun] = field(default_factory=list)
+    rewritten: bool
+    deciding_hook: str | None
+    runs: tuple[HookRun, ...]
 
 
-@dataclass(slots=True)
-class AfterOutcome:
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A before-hook blocked the call (or failed closed: ``failure``)."""
+
+    args: Mapping[str, Any]
+    rewritten: bool
+    hook: str
+    reason: str
+    terminate: bool
+    failure: HookFailure | None
+    runs: tuple[HookRun, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    """The run's signal stopped the chain while a hook ran."""
+
+    args: Mapping[str, Any]
+    rewritten: bool
+    runs: tuple[HookRun, ...]
+
+
+BeforeVerdict: TypeAlias = Let | Blocked | Interrupted
+
+
+@dataclass(frozen=True, slots=True)
+class AfterVerdict:
+    """The result the after-hooks leave, whether one changed it, and the failure that withheld
+    it (fail closed)."""
+
     result: ToolResult
-    overridden: bool = False
-    failure: HookFailure | None = None  # the failure that withheld the result (fail closed)
-    runs: list[HookRun] = field(default_factory=list)
-    changed_after_scrub: bool = False  # a hook changed the result after a scrubbing hook ran
+    overridden: bool
+    failure: HookFailure | None
+    runs: tuple[HookRun, ...]
+
+
+_IMMUTABLE: Final = frozenset({str, int, float, bool, bytes, type(None)})
 
 
 def readonly_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A view of ``args`` a hook cannot change the runtime's copy through."""
-    for v in args.values():
-        if isinstance(v, (dict, list, set, bytearray)) or hasattr(v, "__dict__"):
-            return MappingProxyType(copy.deepcopy(dict(args)))
-    return MappingProxyType(dict(args))
+    """A view of ``args`` a hook cannot change the runtime's copy through: read-only at the top,
+    and every value that is not an immutable scalar deep-copied (containers inside tuples
+    included)."""
+    if all(type(v) in _IMMUTABLE for v in args.values()):
+        return MappingProxyType(dict(args))
+    return MappingProxyType(copy.deepcopy(dict(args)))
 
 
 # What sync hooks return: no need to ask whether it is awaitable.
 _PLAIN_RESULTS: Final = frozenset({type(None), str, BeforeDecision, AfterOverride})
 
 
-async def call_hook(hook: RegisteredHook, fn: Callable[[Any], Any], ctx: Any) -> Any:
+async def call_hook(
+    hook: RegisteredHook, fn: Callable[[Any], Any], ctx: Any, signal: CancelSignal
+) -> Any:
     """Call one hook (sync or async) within its timeout; raise :class:`HookFailure` on a fault.
 
-    A sync hook with a timeout runs in a worker thread so that a hook that hangs cannot stall the
-    event loop. ``asyncio.CancelledError`` passes through untouched.
+    A sync hook with a timeout runs in a worker thread (:mod:`otelhooks.core.threads`) so that a
+    hook that hangs can neither stall the event loop nor hold a thread another hook needs.
     """
+    bound = None
     try:
         if hook.timeout is None:
             value = fn(ctx)
             if type(value) not in _PLAIN_RESULTS and inspect.isawaitable(value):
                 value = await value
             return value
-        async with asyncio.timeout(hook.timeout):
+        with deadline(hook.timeout) as bound:
             if inspect.iscoroutinefunction(fn):
-                return await fn(ctx)
-            value = await asyncio.to_thread(fn, ctx)
-            if inspect.isawaitable(value):
-                value = await value
-            return value
+                value = await fn(ctx)
+            else:
+                value = await WORKERS.run(fn, ctx)
+                if inspect.isawaitable(value):
+                    value = await value
+        return value
     except TimeoutError as exc:
+        if bound is None or not bound.expired:  # the hook's own TimeoutError
+            raise HookFailure(
+                hook.name, ERR_HOOK_FAILED, f"hook {hook.name!r} raised TimeoutError: {exc}", exc
+            ) from None
         raise HookFailure(
             hook.name, ERR_HOOK_TIMEOUT, f"hook {hook.name!r} timed out after {hook.timeout}s", exc
         ) from None
-    except asyncio.CancelledError:
-        raise
+    except asyncio.CancelledError as exc:
+        source = cancelled_by(signal)
+        if source == "outside":
+            raise
+        if source == "signal":
+            raise _SignalStopped from None
+        raise HookFailure(
+            hook.name, ERR_HOOK_FAILED, f"hook {hook.name!r} raised CancelledError", exc
+        ) from None
     except Exception as exc:
         raise HookFailure(
             hook.name,
@@ -124,19 +181,19 @@ async def call_hook(hook: RegisteredHook, fn: Callable[[Any], Any], ctx: Any) ->
         ) from None
 
 
-def report_hook_failure(call: ToolCall, failure: HookFailure, scrub: ScrubFn | None = None) -> None:
+def report_hook_failure(call: ToolCall, failure: HookFailure, scrubber: Scrubber) -> None:
     """Log a hook failure as a structlog ``hook.failed`` warning (besides its span event); the
-    message goes through ``scrub`` first (an exception message may quote a secret)."""
+    message and the call id go through the scrubber first (an exception message may quote a
+    secret; the model chose the id)."""
     import structlog
 
-    message = str(failure)
     structlog.get_logger("otelhooks").warning(
         "hook.failed",
         hook=failure.hook,
         tool_name=str(call.name),
-        call_id=str(call.id),
+        call_id=scrubber.redact_identifier(str(call.id))[0],
         error_type=failure.error_type,
-        message=scrub(message) if scrub is not None else message,
+        message=scrubber.redact_text(str(failure))[0],
     )
 
 
@@ -144,75 +201,110 @@ def _ms_since(start: float) -> float:
     return (time.perf_counter() - start) * 1000.0
 
 
+def _failed(hook: RegisteredHook, start: float, failure: HookFailure, recheck: bool) -> HookRun:
+    kind = "timeout" if failure.error_type == ERR_HOOK_TIMEOUT else "failed"
+    return HookRun(hook.name, kind, _ms_since(start), failure, recheck)
+
+
+async def _ask(
+    hook: RegisteredHook,
+    ctx: BeforeToolCallContext,
+    signal: CancelSignal,
+    revalidate: Callable[[Mapping[str, Any]], Mapping[str, Any]],
+) -> BeforeDecision | Mapping[str, Any] | None:
+    """One before-hook's answer: ``None`` (allow), a block, or the rewritten arguments
+    (validated). Raises :class:`HookFailure` for its faults."""
+    assert hook.before is not None
+    value = await call_hook(hook, hook.before, ctx, signal)
+    if value is None:
+        return None
+    if not isinstance(value, BeforeDecision):
+        raise HookFailure(
+            hook.name,
+            ERR_HOOK_FAILED,
+            f"hook {hook.name!r} returned {type(value).__name__}; "
+            "expected allow(), block(reason), rewrite(arguments) or None",
+            None,
+        )
+    if value.block:
+        return value
+    if value.arguments is None:
+        return None
+    try:
+        return revalidate(value.arguments)
+    except Exception as exc:
+        raise HookFailure(
+            hook.name,
+            ERR_INVALID_ARGUMENTS,
+            f"hook {hook.name!r} rewrote the arguments into invalid ones: {exc}",
+            exc,
+        ) from None
+
+
 async def run_before_chain(
     hooks: tuple[RegisteredHook, ...],
     ctx: BeforeToolCallContext,
     args: Mapping[str, Any],
     revalidate: Callable[[Mapping[str, Any]], Mapping[str, Any]],
-) -> BeforeOutcome:
-    """Run the before-hooks in order.
+    signal: CancelSignal,
+) -> BeforeVerdict:
+    """Run the before-hooks in order (see the module's contracts).
 
     ``args`` is the runtime's own copy of the validated arguments (hooks see ``ctx.args``, a
     read-only copy); ``revalidate`` checks rewritten arguments and may raise.
     """
-    outcome = BeforeOutcome(args=args)
-    for hook in hooks:
-        assert hook.before is not None
+    runs: list[HookRun] = []
+    last_rewrite = -1  # the index of the last hook that rewrote the arguments
+    deciding: str | None = None
+
+    async def one(hook: RegisteredHook, index: int, recheck: bool) -> Blocked | Interrupted | None:
+        """Ask hook number ``index``; a verdict when the chain ends with it."""
+        nonlocal args, ctx, deciding, last_rewrite
         start = time.perf_counter()
+        rewritten = last_rewrite >= 0
         try:
-            value = await call_hook(hook, hook.before, ctx)
-            if value is None or value is _ALLOW:
-                outcome.runs.append(HookRun(hook.name, "allow", _ms_since(start)))
-                continue
-            if not isinstance(value, BeforeDecision):
-                raise HookFailure(
-                    hook.name,
-                    ERR_HOOK_FAILED,
-                    f"hook {hook.name!r} returned {type(value).__name__}; "
-                    "expected allow(), block(reason), rewrite(arguments) or None",
-                    None,
-                )
-            if value.block:
-                outcome.runs.append(HookRun(hook.name, "block", _ms_since(start)))
-                outcome.blocked, outcome.reason, outcome.deciding_hook = (
-                    True,
-                    value.reason,
-                    hook.name,
-                )
-                outcome.terminate = value.terminate
-                return outcome
-            if value.arguments is not None:
-                try:
-                    new_args = revalidate(value.arguments)
-                except Exception as exc:
-                    raise HookFailure(
-                        hook.name,
-                        ERR_INVALID_ARGUMENTS,
-                        f"hook {hook.name!r} rewrote the arguments into invalid ones: {exc}",
-                        exc,
-                    ) from None
-                outcome.args, outcome.rewritten = new_args, True
-                outcome.deciding_hook = hook.name
-                ctx = BeforeToolCallContext(
-                    ctx.tool_call,
-                    readonly_args(new_args),
-                    ctx.tool,
-                    ctx.assistant_message,
-                    ctx.context,
-                    ctx.signal,
-                )
-                outcome.runs.append(HookRun(hook.name, "rewrite", _ms_since(start)))
-            else:
-                outcome.runs.append(HookRun(hook.name, "allow", _ms_since(start)))
+            answer = await _ask(hook, ctx, signal, revalidate)
+        except _SignalStopped:
+            return Interrupted(args, rewritten, tuple(runs))
         except HookFailure as failure:
-            kind = "timeout" if failure.error_type == ERR_HOOK_TIMEOUT else "failed"
-            outcome.runs.append(HookRun(hook.name, kind, _ms_since(start), failure))
-            if hook.before_failure == FAIL_CLOSED:
-                outcome.blocked, outcome.deciding_hook = True, hook.name
-                outcome.reason = _failure_reason(failure)
-                outcome.failure = failure
-                return outcome
-    return outcome
+            runs.append(_failed(hook, start, failure, recheck))
+            if hook.before_failure != FAIL_CLOSED:
+                return None
+            reason = _failure_reason(failure)
+            return Blocked(args, rewritten, hook.name, reason, False, failure, (*runs,))
+        if isinstance(answer, BeforeDecision):
+            runs.append(HookRun(hook.name, "block", _ms_since(start), None, recheck))
+            return Blocked(
+                args, rewritten, hook.name, answer.reason, answer.terminate, None, (*runs,)
+            )
+        if answer is None or (recheck and answer == args):
+            runs.append(HookRun(hook.name, "allow", _ms_since(start), None, recheck))
+            return None
+        runs.append(HookRun(hook.name, "rewrite", _ms_since(start), None, recheck))
+        if recheck:  # it would change what the hooks after it agreed on
+            disagreement = HookFailure(
+                hook.name,
+                ERR_HOOK_FAILED,
+                f"hook {hook.name!r} rewrote the arguments again after hook {deciding!r} "
+                "rewrote them: the before-hooks do not agree on the arguments",
+                None,
+            )
+            return Blocked(args, True, hook.name, str(disagreement), False, disagreement, (*runs,))
+        args, deciding, last_rewrite = answer, hook.name, index
+        ctx = replace(ctx, args=readonly_args(answer))
+        return None
+
+    for index, hook in enumerate(hooks):
+        ended = await one(hook, index, False)
+        if ended is not None:
+            return ended
+    if last_rewrite > 0:  # the hooks before the last rewrite see the final arguments too
+        ctx = replace(ctx, recheck=True)
+        for index, hook in enumerate(hooks[:last_rewrite]):
+            ended = await one(hook, index, True)
+            if ended is not None:
+                return ended
+    return Let(args, last_rewrite >= 0, deciding, tuple(runs))
 
 
 def _failure_reason(failure: HookFailure) -> str:
@@ -226,20 +318,23 @@ def _failure_reason(failure: HookFailure) -> str:
 
 
 async def run_after_chain(
-    hooks: tuple[RegisteredHook, ...], ctx: AfterToolCallContext
-) -> AfterOutcome:
-    """Run the after-hooks in order, each seeing the result as overridden so far."""
-    outcome = AfterOutcome(result=ctx.result)
-    scrubbed: ToolResult | None = None
+    hooks: tuple[RegisteredHook, ...],
+    ctx: AfterToolCallContext,
+    signal: CancelSignal,
+    rescrub: Callable[[ToolResult, ToolResult], ToolResult],
+) -> AfterVerdict | Interrupted:
+    """Run the after-hooks in order, each seeing the result as overridden so far; an override is
+    passed through ``rescrub(new, old)`` before anything else sees it."""
+    runs: list[HookRun] = []
+    result = ctx.result
+    overridden = False
     for hook in hooks:
         assert hook.after is not None
         start = time.perf_counter()
         try:
-            value = await call_hook(hook, hook.after, ctx)
+            value = await call_hook(hook, hook.after, ctx, signal)
             if value is None:
-                outcome.runs.append(HookRun(hook.name, "keep", _ms_since(start)))
-                if hook.scrub_result is not None:
-                    scrubbed = outcome.result
+                runs.append(HookRun(hook.name, "keep", _ms_since(start)))
                 continue
             if isinstance(value, str):
                 value = AfterOverride(content=value)
@@ -256,41 +351,30 @@ async def run_after_chain(
                     None,
                 )
             try:
-                result = apply_override(outcome.result, value)
+                changed = apply_override(result, value)
             except TypeError as exc:
                 raise HookFailure(
                     hook.name, ERR_HOOK_FAILED, f"hook {hook.name!r}: {exc}", exc
                 ) from None
-            if result is not outcome.result:
-                outcome.result, outcome.overridden = result, True
-                ctx = AfterToolCallContext(
-                    ctx.tool_call,
-                    ctx.args,
-                    ctx.tool,
-                    ctx.assistant_message,
-                    ctx.context,
-                    ctx.signal,
-                    result,
-                    result.is_error,
-                )
-            outcome.runs.append(HookRun(hook.name, "override", _ms_since(start)))
-            if hook.scrub_result is not None:
-                scrubbed = outcome.result
+        except _SignalStopped:
+            return Interrupted(ctx.args, False, tuple(runs))
         except HookFailure as failure:
-            kind = "timeout" if failure.error_type == ERR_HOOK_TIMEOUT else "failed"
-            outcome.runs.append(HookRun(hook.name, kind, _ms_since(start), failure))
-            if hook.after_failure == FAIL_CLOSED:
-                outcome.result = ToolResult(
-                    ctx.result.tool_call_id,
-                    ctx.result.tool_name,
-                    f"error: {_failure_reason(failure)}; the result was withheld",
-                    None,
-                    True,
-                )
-                outcome.overridden, outcome.failure = True, failure
-                return outcome
-    outcome.changed_after_scrub = scrubbed is not None and outcome.result is not scrubbed
-    return outcome
+            runs.append(_failed(hook, start, failure, False))
+            if hook.after_failure != FAIL_CLOSED:
+                continue
+            withheld = ToolResult(
+                result.tool_call_id,
+                result.tool_name,
+                f"error: {_failure_reason(failure)}; the result was withheld",
+                None,
+                True,
+            )
+            return AfterVerdict(withheld, True, failure, tuple(runs))
+        if changed is not result:
+            result, overridden = rescrub(changed, result), True
+            ctx = replace(ctx, result=result, is_error=result.is_error)
+        runs.append(HookRun(hook.name, "override", _ms_since(start)))
+    return AfterVerdict(result, overridden, None, tuple(runs))
 
 
 def apply_override(result: ToolResult, override: AfterOverride) -> ToolResult:

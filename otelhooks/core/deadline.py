@@ -1,51 +1,36 @@
-"""Timeouts for many concurrent tool calls at the cost of a set insertion each.
+"""The one timeout mechanism of the runtime: hooks and handlers run under :func:`deadline`.
 
 :func:`deadline` bounds a block of an asyncio task as :func:`asyncio.timeout` does: when the time
-is up the task is cancelled and the block raises :class:`TimeoutError`; a cancellation from
-anywhere else passes through untouched. Instead of a timer per block (a timer handle made, pushed
-on the loop's heap and cancelled for every call, most of a tool call's cost when nothing records
-it), one watch per event loop serves every block: it fires at the earliest deadline still pending
-(plus its slack), cancels the tasks whose deadline passed and arms itself for the next one. Blocks
-that end before their deadline (nearly all) cost an insertion and a removal.
+is up the task is cancelled and the block raises :class:`TimeoutError` (its ``expired`` says the
+timeout was this block's, not a ``TimeoutError`` the code raised); a cancellation from anywhere
+else passes through untouched. Instead of a timer per block (a timer handle made, pushed on the
+loop's heap and cancelled for every call: on this kind of machine several times the cost of a
+whole tool call when nothing records it), one watch per event loop serves every block: it fires
+at the earliest deadline still pending (plus its slack), cancels the tasks whose deadline passed
+and arms itself for the next one. Blocks that end before their deadline (nearly all) cost an
+insertion and a removal. Only the public asyncio API is used (``current_task``, ``Task.cancel``,
+``Task.uncancel``, ``Task.cancelling``, ``loop.call_at``).
 
 Contract: a block's timeout fires no earlier than ``timeout`` seconds after it was entered and
 at most its slack later: a sixteenth of the timeout, at most 0.25 s (the 180 s default fires within
-a quarter of a second; a 0.1 s timeout within 6 ms).
-
-:func:`bounded` awaits one awaitable under such a bound, and registers the bound only when the
-awaitable first waits: until then the task holds the loop and no timer could fire, so the outcome
-is the one a block entered before the first step gives (the time of that step counts against the
-timeout), and an awaitable that finishes without waiting costs no registration at all.
+a quarter of a second; a 0.1 s timeout within 6 ms). Code that holds the event loop (a sync
+function called inline) cannot be interrupted by any timer: run it in a worker thread
+(:mod:`otelhooks.core.threads`) to bound it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
-import sys
 import time
-import types
 import weakref
 from asyncio import CancelledError, get_running_loop
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Final, TypeVar
-
-T = TypeVar("T")
+from typing import Final
 
 _SLACK_FRACTION: Final = 1 / 16
 _MAX_SLACK: Final = 0.25
-_NO_DEADLINE: Final = contextlib.nullcontext()
-
-if sys.version_info >= (3, 12):  # asyncio.current_task is C code from 3.12
-    _task_of: Callable[[asyncio.AbstractEventLoop], asyncio.Task[object] | None] = (
-        asyncio.current_task
-    )
-else:  # 3.11's is a Python function that looks the loop up again: go to its table directly
-    from asyncio.tasks import _current_tasks  # type: ignore[attr-defined]
-
-    _task_of = _current_tasks.get
 
 
 class _Watch:
@@ -94,18 +79,21 @@ def _watch(loop: asyncio.AbstractEventLoop) -> _Watch:
 
 
 class Deadline:
-    """A block of the current task that must end within its timeout (a ``with`` block)."""
+    """A block of the current task that must end within its timeout (a ``with`` block); with
+    no timeout (``None``) it bounds nothing and costs nothing."""
 
-    __slots__ = ("_cancelling", "_spent", "_task", "_watch", "at", "due", "expired", "timeout")
+    __slots__ = ("_cancelling", "_task", "_watch", "at", "due", "expired", "timeout")
 
-    def __init__(self, timeout: float, spent: float = 0.0) -> None:
-        self.timeout = timeout if timeout > 0.0 else 0.0
-        self._spent = spent  # seconds of the timeout used before the block was entered
+    def __init__(self, timeout: float | None) -> None:
+        self.timeout = None if timeout is None else max(timeout, 0.0)
         self.expired = False
 
     def __enter__(self) -> Deadline:
+        timeout = self.timeout
+        if timeout is None:
+            return self
         loop = get_running_loop()
-        task = _task_of(loop)
+        task = asyncio.current_task(loop)
         if task is None:
             raise RuntimeError("a deadline must be used inside a task")
         watch = _last
@@ -114,8 +102,7 @@ class Deadline:
         self._watch = watch
         self._task = task
         self._cancelling = task.cancelling()
-        timeout = self.timeout
-        at = self.at = watch.clock() + timeout - self._spent
+        at = self.at = watch.clock() + timeout
         slack = timeout * _SLACK_FRACTION
         due = self.due = at + (slack if slack < _MAX_SLACK else _MAX_SLACK)
         watch.blocks.add(self)
@@ -134,6 +121,8 @@ class Deadline:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self.timeout is None:
+            return
         self._watch.blocks.discard(self)
         if (
             self.expired
@@ -143,35 +132,10 @@ class Deadline:
             raise TimeoutError(f"timed out after {self.timeout}s") from exc
 
 
-def deadline(timeout: float | None) -> contextlib.AbstractContextManager[object]:
-    """A ``with`` block of the current task bounded by ``timeout`` seconds (``None``: no bound)."""
-    return _NO_DEADLINE if timeout is None else Deadline(timeout)
+_UNBOUNDED: Final = Deadline(None)
 
 
-def bounded(awaitable: Awaitable[T], timeout: float | None) -> Awaitable[T]:
-    """``awaitable`` awaited within ``timeout`` seconds (``None``: no bound): the outcomes of
-    ``with deadline(timeout): await awaitable``, with the bound registered at the first wait."""
-    return awaitable if timeout is None else _bounded(awaitable, timeout)
-
-
-@types.coroutine
-def _bounded(awaitable: Awaitable[T], timeout: float) -> Generator[Any, Any, T]:
-    steps: Any = awaitable  # a coroutine object steps itself; anything else through __await__
-    if type(steps) is not types.CoroutineType and type(steps) is not types.GeneratorType:
-        steps = awaitable.__await__()
-    started = time.monotonic()
-    try:
-        waiting = steps.send(None)
-    except StopIteration as done:  # finished without waiting: no timer could have fired
-        return done.value  # type: ignore[no-any-return]
-    with Deadline(timeout, time.monotonic() - started):
-        while True:  # hand the first wait to the task; what it throws in goes on to the awaitable
-            try:
-                yield waiting
-                break
-            except BaseException as exc:
-                try:
-                    waiting = steps.throw(exc)
-                except StopIteration as done:
-                    return done.value  # type: ignore[no-any-return]
-        return (yield from steps)  # type: ignore[no-any-return]
+def deadline(timeout: float | None) -> Deadline:
+    """A ``with`` block of the current task bounded by ``timeout`` seconds (``None``: no bound,
+    and nothing to do)."""
+    return _UNBOUNDED if timeout is None else Deadline(timeout)

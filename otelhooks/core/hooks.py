@@ -1,4 +1,5 @@
-"""Hooks: what a before-hook and an after-hook receive, what they may return, and the chain.
+"""Hooks: what a before-hook and an after-hook receive, what they may return, the contract of a
+hook object, and the chain.
 
 Contracts
 ---------
@@ -7,40 +8,54 @@ Contracts
   the model gets ``blocked: <reason>``; ``block(reason, terminate=True)`` also asks the loop to
   end the run after this batch) or :func:`rewrite` (go on with new arguments, which are
   validated against the tool's schema again). Hooks run in registration order; each sees the
-  arguments as rewritten by the ones before it; the first block wins and ends the chain.
+  arguments as rewritten by the ones before it; the first block wins and ends the chain. When a
+  hook rewrote the arguments, every hook before it runs again on the final arguments
+  (``ctx.recheck`` is then true: a hook that counts calls must not count it twice), so that every
+  hook that let the call through has seen the arguments the handler gets; a block then blocks,
+  and a hook that would change them again blocks the call (the hooks do not agree).
 * An **after-hook** is called with an :class:`AfterToolCallContext` and returns ``None`` (keep),
   a ``str`` (new content) or an :class:`AfterOverride`: a field-level override in which omitted
   fields keep their values (``terminate=True`` asks the loop to end the run after this batch).
   Hooks run in order, each seeing the result as overridden so far.
 * An **observer** (``on_tool_call_end``) is called once per call with the final
   :class:`ToolCallRecord`, while the call's span is current. It cannot change anything.
-* Any of these may be sync or ``async``. A hook that raises, returns a value of the wrong type or
-  overruns its ``timeout`` is handled by its failure policy: ``"fail_closed"`` blocks the call
-  (before) or withholds the result (after); ``"fail_open"`` ignores the hook. The defaults are
-  fail closed for before-hooks and fail open for after-hooks. Either way the failure is recorded
-  on the trace and the call ends with a result. An observer that raises is recorded and ignored.
+* Any of these may be sync or ``async``. A hook that raises (``asyncio.CancelledError`` it raised
+  itself included), returns a value of the wrong type or overruns its ``timeout`` is handled by
+  its failure policy: ``"fail_closed"`` blocks the call (before) or withholds the result (after);
+  ``"fail_open"`` ignores the hook. The defaults are fail closed for before-hooks and fail open
+  for after-hooks. Either way the failure is recorded on the trace and the call ends with a
+  result. An observer that raises is recorded and ignored.
 * Every hook failure is also logged (a structlog ``hook.failed`` warning naming the hook, the
   tool and what went wrong, a wrong return type by its name), so a hook meant to hide something
   that fails open is never silent.
-* A hook that only applies to some tools (``tools=``, or a policy's tool patterns) is checked
-  against the registered tools: a pattern that matches no tool is a warning
-  (:class:`UnmatchedToolPattern`) naming the pattern and the tools there are, or an error with
-  ``strict=True``. A typo must not let the tool it meant run unguarded.
-* A hook object may offer ``scrub_text(text) -> text`` (the built-in redaction hook does): the
-  runtime then passes every text it writes itself for the model or a span through it (block
-  reasons, error messages, captured content) before anything is cut; and
-  ``scrub_identifier(name) -> name`` for a name the model chose (an unknown tool's name, a call
-  id) where the runtime quotes it.
+* A **hook object** takes part through the members of :class:`ToolHook` (a base class with no-op
+  methods; subclassing it is optional): ``before_tool_call``, ``after_tool_call``,
+  ``on_tool_call_end`` and the settings ``name``, ``tools``, ``timeout``, ``before_failure``,
+  ``after_failure``, ``patterns``, ``requires_scrubber``. An object with a public attribute
+  that looks like a hook method but is none (within two edits of one, or starting with
+  ``before_``, ``after_`` or ``on_tool``) is refused with a ``TypeError`` naming the method it
+  probably meant: a misspelt after-hook never silently stops running.
+* A hook that only applies to some tools (``tools=``, or a policy's ``patterns``) is checked
+  against the registered tools when the registry is known (``Hooks(registry=...)``, and when an
+  agent starts): a pattern that matches no tool raises :class:`UnmatchedToolPatternError` naming
+  the pattern, the tool it probably meant and the tools there are. ``tools_later=True`` on a
+  registration defers its check to the agent's start (tools registered later);
+  ``Hooks(strict=False)`` turns the errors into :class:`UnmatchedToolPattern` warnings. A typo
+  must not let the tool it meant run unguarded.
+* Redaction of what the runtime writes is not a hook's business: it is the scrubber given to the
+  executor (:mod:`otelhooks.core.scrub`). A hook that redacts results declares
+  ``requires_scrubber = True``: an executor or agent without a scrubber then refuses to run it.
 * A hook never sees the runtime's own copy of the arguments: ``args`` is a read-only mapping and
-  nested containers are copies.
+  every value that is not an immutable scalar is a deep copy.
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import inspect
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import (
@@ -48,6 +63,7 @@ from typing import (
     Any,
     Final,
     Literal,
+    NamedTuple,
     TypeAlias,
     TypedDict,
     TypeVar,
@@ -124,7 +140,8 @@ class BeforeToolCallContext:
     ``tool_call`` is the call as the model sent it (raw arguments); ``args`` the validated
     arguments as rewritten by earlier hooks; ``assistant_message`` the message that asked for the
     call (``None`` outside a loop); ``context`` a snapshot of the run; ``signal`` the run's
-    cancellation signal.
+    cancellation signal; ``recheck`` is true when the hook already let this call through and
+    runs again because a later hook rewrote the arguments (count nothing twice).
     """
 
     tool_call: ToolCall
@@ -133,6 +150,7 @@ class BeforeToolCallContext:
     assistant_message: AssistantMessage | None
     context: AgentContext
     signal: CancelSignal
+    recheck: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +168,8 @@ class AfterToolCallContext:
 
 
 Decision = Literal["allow", "block", "skip"]
-_NO_ARGUMENTS: Final[Mapping[str, Any]] = MappingProxyType({})
+NO_ARGUMENTS: Final[Mapping[str, Any]] = MappingProxyType({})
+"""The arguments of a call that ended before they were validated."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,9 +190,48 @@ class ToolCallRecord:
     arguments_rewritten: bool
     error_type: str | None
     duration_ms: float
-    arguments: Mapping[str, Any] = field(default_factory=lambda: _NO_ARGUMENTS)
+    arguments: Mapping[str, Any] = field(default_factory=lambda: NO_ARGUMENTS)
     """The arguments the handler got (validated, as rewritten), read-only; empty when the call
     ended before validation."""
+
+
+class Outcome(NamedTuple):
+    """How a call ended, built once where it was decided: its record
+    (:meth:`record`), its span and its metrics are made from it and nothing else.
+
+    ``decision`` is ``allow`` (the handler was asked to run), ``block`` or ``skip``, or ``None``
+    when the call ended before any decision (unknown tool, invalid arguments, cancelled in its
+    before phase). ``error_type`` is set exactly when the call failed: a refusal, a block by a
+    failing hook, a handler that raised or timed out, a result that says it is an error, a
+    cancellation, the runtime's own ``failure``. ``overridden`` is ``None`` when no after-hook
+    ran.
+    """
+
+    result: ToolResult
+    decision: Decision | None
+    error_type: str | None = None
+    deciding_hook: str | None = None
+    block_reason: str | None = None
+    rewritten: bool = False
+    arguments: Mapping[str, Any] = NO_ARGUMENTS
+    overridden: bool | None = None
+    failure: BaseException | None = None
+
+    def record(self, call: ToolCall, duration_ms: float) -> ToolCallRecord:
+        """The record observers get."""
+        args = self.arguments
+        return ToolCallRecord(
+            call,
+            str(call.name),
+            self.result,
+            self.decision,
+            self.deciding_hook,
+            self.block_reason,
+            self.rewritten,
+            self.error_type,
+            duration_ms,
+            MappingProxyType(args) if type(args) is dict else args,
+        )
 
 
 BeforeResult: TypeAlias = BeforeDecision | None
@@ -181,10 +239,124 @@ AfterResult: TypeAlias = AfterOverride | str | None
 BeforeHookFn: TypeAlias = Callable[[BeforeToolCallContext], Any]
 AfterHookFn: TypeAlias = Callable[[AfterToolCallContext], Any]
 ObserverFn: TypeAlias = Callable[[ToolCallRecord], Any]
-ScrubFn: TypeAlias = Callable[[str], str]
 BeforeF = TypeVar("BeforeF", bound=BeforeHookFn)
 AfterF = TypeVar("AfterF", bound=AfterHookFn)
 _HookF = TypeVar("_HookF", bound=Callable[[Any], Any])
+
+
+class ToolHook:
+    """The contract of a hook object, with no-op methods: override the phases the hook takes
+    part in (only those run) and set the settings it needs. Subclassing is optional; an object
+    that does not subclass takes part through the same names, and only those (see the module's
+    contracts: a near miss is refused).
+    """
+
+    name: str = ""
+    """The hook's name on spans and in logs (default: the class name)."""
+    tools: str | Iterable[str] | None = None
+    """Tool names or glob patterns the hook applies to (default: every tool)."""
+    timeout: float | None = None
+    """Seconds one call of the hook may take."""
+    before_failure: FailurePolicy = FAIL_CLOSED
+    """What a failure of ``before_tool_call`` does."""
+    after_failure: FailurePolicy = FAIL_OPEN
+    """What a failure of ``after_tool_call`` does."""
+    patterns: Iterable[str] = ()
+    """Tool patterns of the hook's own (a policy's list), checked like ``tools``."""
+    requires_scrubber: bool = False
+    """The hook redacts results, and means the runtime to scrub what it writes as well: an
+    executor without a scrubber refuses to run it (a half-redacted call is a leak)."""
+
+    def before_tool_call(
+        self, ctx: BeforeToolCallContext
+    ) -> BeforeResult | Awaitable[BeforeResult]:
+        """Allow, block or rewrite the call (see :func:`allow`, :func:`block`,
+        :func:`rewrite`)."""
+        return None
+
+    def after_tool_call(self, ctx: AfterToolCallContext) -> AfterResult | Awaitable[AfterResult]:
+        """Keep the result (``None``) or override it."""
+        return None
+
+    def on_tool_call_end(self, record: ToolCallRecord) -> None:
+        """See the call's outcome (sync)."""
+        return None
+
+
+HOOK_METHODS: Final = ("before_tool_call", "after_tool_call", "on_tool_call_end")
+"""The methods through which a hook object takes part."""
+HOOK_SETTINGS: Final = (
+    "name",
+    "tools",
+    "timeout",
+    "before_failure",
+    "after_failure",
+    "patterns",
+    "requires_scrubber",
+)
+"""The settings a hook object may carry."""
+_CONTRACT: Final = frozenset(HOOK_METHODS + HOOK_SETTINGS)
+_RETIRED: Final = {
+    "scrub_text": "give the redactor to the executor or agent as scrubber=... instead",
+    "scrub_result": "give the redactor to the executor or agent as scrubber=... instead",
+    "scrub_identifier": "give the redactor to the executor or agent as scrubber=... instead",
+}
+_HOOKISH_PREFIXES: Final = ("before_", "after_", "on_tool")
+
+
+def _edits(a: str, b: str, most: int) -> int:
+    """The optimal-string-alignment distance of ``a`` and ``b`` (``most + 1`` once above
+    ``most``): insertions, deletions, substitutions and swaps of neighbours."""
+    if abs(len(a) - len(b)) > most:
+        return most + 1
+    before: list[int] = []
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        previous, row = row, [i]
+        for j, cb in enumerate(b, 1):
+            cost = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cost = min(cost, before[j - 2] + 1)
+            row.append(cost)
+        before = previous
+        if min(row) > most:
+            return most + 1
+    return row[-1]
+
+
+def check_hook_object(hook: object) -> None:
+    """Refuse (``TypeError``) a hook object with a public attribute that looks like a hook
+    method but is none: a misspelt method would never run."""
+    kind = type(hook).__name__
+    for attribute in dir(hook):
+        if attribute.startswith("_") or attribute in _CONTRACT:
+            continue
+        retired = _RETIRED.get(attribute)
+        if retired is not None:
+            raise TypeError(
+                f"{kind}.{attribute} is no longer found on hooks: {retired} "
+                "(see otelhooks.core.scrub)"
+            )
+        near = [m for m in HOOK_METHODS if _edits(attribute, m, 2) <= 2]
+        if near or attribute.startswith(_HOOKISH_PREFIXES):
+            meant = near or difflib.get_close_matches(attribute, HOOK_METHODS, 1, 0.0)
+            raise TypeError(
+                f"{kind}.{attribute} is not a hook method; did you mean {meant[0]!r}? "
+                f"(a hook object takes part through {', '.join(HOOK_METHODS)})"
+            )
+
+
+def _member(hook: object, method: str) -> Callable[[Any], Any] | None:
+    """``hook``'s implementation of a hook method, or ``None`` (absent, or
+    :class:`ToolHook`'s no-op)."""
+    fn = getattr(hook, method, None)
+    if fn is None:
+        return None
+    if getattr(fn, "__func__", None) is getattr(ToolHook, method):
+        return None  # the base class's no-op: the hook takes no part in this phase
+    if not callable(fn):
+        raise TypeError(f"{type(hook).__name__}.{method} must be callable")
+    return fn  # type: ignore[no-any-return]
 
 
 class UnmatchedToolPattern(UserWarning):
@@ -207,10 +379,9 @@ class RegisteredHook:
     timeout: float | None = None
     before_failure: FailurePolicy = FAIL_CLOSED
     after_failure: FailurePolicy = FAIL_OPEN
-    scrub: ScrubFn | None = None
-    scrub_result: Callable[[ToolResult], ToolResult] | None = None
-    scrub_identifier: ScrubFn | None = None
     patterns: tuple[str, ...] = ()  # tool patterns of the hook's own (a policy's list)
+    tools_later: bool = False  # its tools are registered later: not checked at registration
+    requires_scrubber: bool = False  # see ToolHook.requires_scrubber
     _exact: frozenset[str] = field(default=frozenset(), repr=False)
     _globs: tuple[str, ...] = field(default=(), repr=False)
 
@@ -257,81 +428,62 @@ class PhaseHooks:
 
 
 NO_HOOKS: Final = PhaseHooks((), (), ())
-"""What applies to a tool no hook matches (:meth:`HookChain.for_tool` returns this object)."""
+"""What applies to a tool no hook matches."""
 
 
 class HookChain:
-    """An immutable, ordered set of registrations, with the per-tool selection cached."""
+    """An immutable, ordered set of registrations (what one turn or one executor uses)."""
 
-    __slots__ = ("_cache", "_identifier_scrubbers", "_result_scrubbers", "_scrubbers", "hooks")
+    __slots__ = ("hooks", "requiring_scrubber")
 
     def __init__(self, hooks: Iterable[RegisteredHook] = ()) -> None:
         self.hooks: tuple[RegisteredHook, ...] = tuple(hooks)
-        self._cache: dict[str, PhaseHooks] = {}
-        self._scrubbers = tuple(h.scrub for h in self.hooks if h.scrub is not None)
-        self._result_scrubbers = tuple(
-            h.scrub_result for h in self.hooks if h.scrub_result is not None
+        self.requiring_scrubber: tuple[str, ...] = tuple(
+            h.name for h in self.hooks if h.requires_scrubber
         )
-        self._identifier_scrubbers = tuple(
-            h.scrub_identifier for h in self.hooks if h.scrub_identifier is not None
-        )
+        """The hooks that refuse to run without a scrubber (see :class:`ToolHook`)."""
 
-    def scrub(self, text: str) -> str:
-        """``text`` through every registered hook's ``scrub_text`` (unchanged when none)."""
-        for scrub in self._scrubbers:
-            text = scrub(text)
-        return text
+    def check_scrubber(self, scrubbing: bool) -> None:
+        """Raise ``ValueError`` when a hook requires a scrubber and there is none."""
+        if self.requiring_scrubber and not scrubbing:
+            names = ", ".join(repr(n) for n in self.requiring_scrubber)
+            raise ValueError(
+                f"hook {names} redacts results, but without a scrubber the runtime would write "
+                "block reasons, error messages and span content unredacted: give the redactor "
+                "to the executor or agent as scrubber=... as well"
+            )
 
-    def scrub_identifier(self, name: str) -> str:
-        """A model-chosen name through every hook's ``scrub_identifier`` (unchanged when none)."""
-        for scrub in self._identifier_scrubbers:
-            name = scrub(name)
-        return name
-
-    def scrub_result(self, result: ToolResult) -> ToolResult:
-        """``result`` through every registered hook's ``scrub_result`` (unchanged when none)."""
-        for scrub in self._result_scrubbers:
-            result = scrub(result)
-        return result
-
-    def check_tools(self, tool_names: Iterable[str], *, strict: bool = False) -> list[str]:
-        """Warn about (or with ``strict`` raise on) tool patterns that match no tool; returns
+    def check_tools(self, tool_names: Iterable[str], *, strict: bool = True) -> list[str]:
+        """Raise on (or, not ``strict``, warn about) tool patterns that match no tool; returns
         the messages."""
         return check_tool_patterns(self.hooks, tool_names, strict=strict)
 
     def for_tool(self, tool_name: str) -> PhaseHooks:
-        """The before-hooks, after-hooks and observers that apply to ``tool_name`` (cached per
-        name)."""
-        found = self._cache.get(tool_name)
-        if found is None:
-            if not self.hooks:
-                return NO_HOOKS
-            applicable = [h for h in self.hooks if h.applies_to(tool_name)]
-            found = (
-                PhaseHooks(
-                    tuple(h for h in applicable if h.before is not None),
-                    tuple(h for h in applicable if h.after is not None),
-                    tuple(h for h in applicable if h.observe is not None),
-                )
-                if applicable
-                else NO_HOOKS
-            )
-            if len(self._cache) < 4096:  # bounded: names come from the model
-                self._cache[tool_name] = found
-        return found
+        """The before-hooks, after-hooks and observers that apply to ``tool_name``, in order."""
+        applicable = [h for h in self.hooks if h.applies_to(tool_name)]
+        if not applicable:
+            return NO_HOOKS
+        return PhaseHooks(
+            tuple(h for h in applicable if h.before is not None),
+            tuple(h for h in applicable if h.after is not None),
+            tuple(h for h in applicable if h.observe is not None),
+        )
 
 
 def check_tool_patterns(
-    hooks: Iterable[RegisteredHook], tool_names: Iterable[str], *, strict: bool = False
+    hooks: Iterable[RegisteredHook], tool_names: Iterable[str], *, strict: bool = True
 ) -> list[str]:
-    """Warn (:class:`UnmatchedToolPattern`) about each hook tool pattern that matches none of
-    ``tool_names``, or raise :class:`UnmatchedToolPatternError` when ``strict``."""
+    """Raise :class:`UnmatchedToolPatternError` naming each hook tool pattern that matches none
+    of ``tool_names`` (the tool it probably meant, and the tools there are), or with ``strict``
+    false warn (:class:`UnmatchedToolPattern`); returns the messages."""
     names = sorted(tool_names)
     problems = []
     for hook in hooks:
         for pattern in hook.unmatched_patterns(names):
+            meant = difflib.get_close_matches(pattern, names, 1, 0.6)
+            hint = f" (did you mean {meant[0]!r}?)" if meant else ""
             problems.append(
-                f"hook {hook.name!r}: tool pattern {pattern!r} matches no registered tool; "
+                f"hook {hook.name!r}: tool pattern {pattern!r} matches no registered tool{hint}; "
                 f"the tools are: {', '.join(names) or 'none'}"
             )
     if problems and strict:
@@ -350,6 +502,8 @@ class HookOptions(TypedDict, total=False):
     """Tool names or glob patterns the hook applies to (default: every tool)."""
     timeout: float | None
     """Seconds one call of the hook may take."""
+    tools_later: bool
+    """The ``tools=`` name tools registered later: checked when an agent starts, not now."""
 
 
 class BeforeOptions(HookOptions, total=False):
@@ -371,9 +525,9 @@ class Hooks:
 
     ``snapshot()`` gives the :class:`HookChain` a run or a turn uses, so that registering a hook
     while a turn runs affects the next turn only. With ``registry``, each registration's tool
-    patterns are checked against its tools at once (see :meth:`check_tools`); ``strict`` makes a
-    pattern that matches nothing an error instead of a warning. Agents and executors check again
-    when they start.
+    patterns are checked against its tools at once: a pattern that matches none is an
+    :class:`UnmatchedToolPatternError` (``tools_later=True`` defers one registration's check;
+    ``strict=False`` makes them warnings). Agents check again when they start.
     """
 
     def __init__(
@@ -381,17 +535,18 @@ class Hooks:
         hooks: Iterable[Any] = (),
         *,
         registry: ToolRegistry | None = None,
-        strict: bool = False,
+        strict: bool = True,
     ) -> None:
         self._hooks: list[RegisteredHook] = []
-        self._chain: HookChain | None = None
+        self._snapshot: HookChain | None = None
         self.registry = registry
         self.strict = strict
         for h in hooks:
             self.add(h)
 
     def check_tools(self, tool_names: Iterable[str], *, strict: bool | None = None) -> list[str]:
-        """Warn about tool patterns that match none of ``tool_names`` (raise when strict)."""
+        """Raise on (or, not strict, warn about) tool patterns that match none of
+        ``tool_names``; every registration is checked, deferred ones included."""
         return check_tool_patterns(
             self._hooks, tool_names, strict=self.strict if strict is None else strict
         )
@@ -408,11 +563,14 @@ class Hooks:
         timeout: float | None = None,
         before_failure: FailurePolicy | None = None,
         after_failure: FailurePolicy | None = None,
+        tools_later: bool = False,
     ) -> RegisteredHook:
-        """Register a hook object, or explicit ``before``/``after``/``observe`` callables.
+        """Register a hook object (see :class:`ToolHook`), or explicit ``before``/``after``/
+        ``observe`` callables; keywords override what the object says.
 
         ``tools`` limits the hook to tools whose name equals one of the names or matches one of
         the glob patterns (``"fs.*"``). ``timeout`` (seconds) bounds each call of the hook.
+        ``tools_later`` says the tools are registered later (no check now).
         """
         if isinstance(hook, RegisteredHook):
             registered = hook
@@ -422,23 +580,20 @@ class Hooks:
                     f"hooks.add() got the class {hook.__name__}; pass an instance: "
                     f"hooks.add({hook.__name__}(...))"
                 )
-            scrub: ScrubFn | None = None
-            scrub_result: Callable[[ToolResult], ToolResult] | None = None
-            scrub_identifier: ScrubFn | None = None
             own_patterns: tuple[str, ...] = ()
+            requires_scrubber = False
             if hook is not None:
-                scrub = getattr(hook, "scrub_text", None)
-                scrub_result = getattr(hook, "scrub_result", None)
-                scrub_identifier = getattr(hook, "scrub_identifier", None)
+                check_hook_object(hook)
+                before = before or _member(hook, "before_tool_call")
+                after = after or _member(hook, "after_tool_call")
+                observe = observe or _member(hook, "on_tool_call_end")
                 own_patterns = tuple(getattr(hook, "patterns", None) or ())
-                before = before or getattr(hook, "before_tool_call", None)
-                after = after or getattr(hook, "after_tool_call", None)
-                observe = observe or getattr(hook, "on_tool_call_end", None)
                 name = name or getattr(hook, "name", None) or type(hook).__name__
                 tools = tools if tools is not None else getattr(hook, "tools", None)
                 timeout = timeout if timeout is not None else getattr(hook, "timeout", None)
                 before_failure = before_failure or getattr(hook, "before_failure", None)
                 after_failure = after_failure or getattr(hook, "after_failure", None)
+                requires_scrubber = getattr(hook, "requires_scrubber", False) is True
             if before is None and after is None and observe is None:
                 raise TypeError(
                     "a hook needs before_tool_call, after_tool_call or on_tool_call_end"
@@ -457,15 +612,14 @@ class Hooks:
                 timeout=timeout,
                 before_failure=before_failure or FAIL_CLOSED,
                 after_failure=after_failure or FAIL_OPEN,
-                scrub=scrub,
-                scrub_result=scrub_result,
-                scrub_identifier=scrub_identifier,
                 patterns=own_patterns,
+                tools_later=tools_later,
+                requires_scrubber=requires_scrubber,
             )
-        if self.registry is not None:
+        if self.registry is not None and not registered.tools_later:
             check_tool_patterns([registered], [t.name for t in self.registry], strict=self.strict)
         self._hooks.append(registered)
-        self._chain = None
+        self._snapshot = None
         return registered
 
     @overload
@@ -515,13 +669,14 @@ class Hooks:
     def remove(self, registered: RegisteredHook) -> None:
         """Unregister a hook (as returned by :meth:`add`)."""
         self._hooks.remove(registered)
-        self._chain = None
+        self._snapshot = None
 
     def snapshot(self) -> HookChain:
-        """The current registrations as an immutable :class:`HookChain` (cached until changed)."""
-        if self._chain is None:
-            self._chain = HookChain(self._hooks)
-        return self._chain
+        """The current registrations as an immutable :class:`HookChain` (the same object until
+        they change)."""
+        if self._snapshot is None:
+            self._snapshot = HookChain(self._hooks)
+        return self._snapshot
 
     def __len__(self) -> int:
         return len(self._hooks)

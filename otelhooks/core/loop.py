@@ -16,13 +16,12 @@ import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 from opentelemetry import context as otel_context
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Link, TracerProvider
 
-from ..telemetry import attributes as A
 from ..telemetry.content import Capture, capture_from_env, parse_capture
 from ..telemetry.instruments import Instruments
 from .cancel import CancelSignal
@@ -41,7 +40,7 @@ from .events import (
     TurnEnd,
     TurnStart,
 )
-from .execute import DEFAULT_TOOL_TIMEOUT, PreparedCall, ToolExecutor
+from .execute import DEFAULT_TOOL_TIMEOUT, ToolExecutor
 from .hooks import HookChain, Hooks
 from .messages import (
     AgentContext,
@@ -54,6 +53,7 @@ from .messages import (
     Usage,
     UserMessage,
 )
+from .outcome import Allowed, Ended, Prepared
 from .provider import (
     Done,
     ModelParams,
@@ -63,8 +63,9 @@ from .provider import (
     ToolCallChunk,
 )
 from .run_span import RunRecorder
+from .scrub import NO_SCRUBBING, Scrubber
 from .tool_span import DEFAULT_TOOL_CONTENT_LENGTH, ToolCallRecorder
-from .tools import ToolRegistry
+from .tools import ToolRegistry, ToolSet
 
 logger = logging.getLogger(__name__)
 
@@ -133,12 +134,89 @@ class RunResult:
 
 
 @dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """What an :class:`Agent` is made of, besides its provider (Pi passes one config); every
+    field has a default. ``Agent(provider, config)`` takes it whole; ``Agent(provider,
+    tools=..., hooks=...)`` is the same with the keywords filled into a default one.
+
+    ``tool_execution`` is ``"parallel"`` (before-hooks run in source order, allowed tools then run
+    concurrently, results are emitted in source order; a tool marked ``execution="sequential"``
+    runs alone between the others) or ``"sequential"``. ``steering_mode`` and
+    ``follow_up_mode`` (``"one-at-a-time"``, Pi's default, or ``"all"``) say how many queued
+    messages enter per turn. ``transform_context(messages, signal)`` may prune or add to the
+    messages before each provider request (the agent's own history is not changed);
+    ``convert_messages`` turns them, custom message types included, into the messages the
+    provider gets (default: drop custom types). ``tool_timeout`` bounds tools without a timeout
+    of their own (``None`` disables). ``conversation_id`` is recorded as
+    ``gen_ai.conversation.id`` on the run's spans. ``scrubber`` (a
+    :class:`~otelhooks.core.scrub.Scrubber`, such as :class:`otelhooks.builtin.Redactor`)
+    removes secrets from what the runtime hands the model and writes on spans.
+    """
+
+    tools: ToolRegistry | None = None
+    hooks: Hooks | None = None
+    model: str = ""
+    name: str = "agent"
+    system_prompt: str = ""
+    tool_execution: ToolExecution = "parallel"
+    steering_mode: QueueMode = "one-at-a-time"
+    follow_up_mode: QueueMode = "one-at-a-time"
+    transform_context: TransformContext | None = None
+    convert_messages: ConvertMessages = keep_provider_messages
+    tracer_provider: TracerProvider | None = None
+    capture_content: bool | str | Capture | None = None
+    tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT
+    max_turns: int = 50
+    messages: Iterable[AgentMessage] = ()
+    conversation_id: str | None = None
+    agent_id: str | None = None
+    params: ModelParams | None = None
+    meter_provider: MeterProvider | None = None
+    chat_spans: ChatSpans = "auto"
+    max_content_length: int = 16384
+    scrubber: Scrubber | None = None
+
+    def __post_init__(self) -> None:
+        if self.tool_execution not in ("parallel", "sequential"):
+            raise ValueError("tool_execution must be 'parallel' or 'sequential'")
+        if self.chat_spans not in ("auto", "always", "never"):
+            raise ValueError("chat_spans must be 'auto', 'always' or 'never'")
+
+
+class AgentOptions(TypedDict, total=False):
+    """The fields of :class:`AgentConfig`, as keywords of :class:`Agent`."""
+
+    tools: ToolRegistry | None
+    hooks: Hooks | None
+    model: str
+    name: str
+    system_prompt: str
+    tool_execution: ToolExecution
+    steering_mode: QueueMode
+    follow_up_mode: QueueMode
+    transform_context: TransformContext | None
+    convert_messages: ConvertMessages
+    tracer_provider: TracerProvider | None
+    capture_content: bool | str | Capture | None
+    tool_timeout: float | None
+    max_turns: int
+    messages: Iterable[AgentMessage]
+    conversation_id: str | None
+    agent_id: str | None
+    params: ModelParams | None
+    meter_provider: MeterProvider | None
+    chat_spans: ChatSpans
+    max_content_length: int
+    scrubber: Scrubber | None
+
+
+@dataclass(frozen=True, slots=True)
 class _Turn:
-    """What one turn uses, fixed when it starts."""
+    """What one turn uses, fixed when it starts: its tools and hooks as they were then."""
 
     index: int
     context: AgentContext
-    executor: ToolExecutor
+    tools: ToolSet
     hooks: HookChain
 
 
@@ -172,19 +250,13 @@ class _QueueModeSetting:
 class Agent:
     """An evented tool loop over a :class:`~otelhooks.providers.Provider`.
 
-    ``tool_execution`` is ``"parallel"`` (default: before-hooks run in source order, allowed
-    tools then run concurrently, results are emitted in source order; a tool marked
-    ``execution="sequential"`` runs alone between the others) or ``"sequential"``.
+    ``Agent(provider, config)`` or ``Agent(provider, tools=..., hooks=..., ...)``: the settings
+    are the fields of :class:`AgentConfig`, and each is an attribute of the agent that may be
+    changed between runs (``steering_mode`` and ``follow_up_mode`` even while it runs).
     ``messages`` is the conversation so far; ``run()`` appends to it. Subscribers are called
-    synchronously with every event; one that raises is logged and ignored.
-
-    ``steering_mode`` and ``follow_up_mode`` (``"one-at-a-time"``, Pi's default, or ``"all"``)
-    say how many queued messages enter per turn; both may be changed while the agent runs.
-    ``transform_context(messages, signal)`` may prune or add to the messages before each provider
-    request (the agent's own history is not changed); ``convert_messages`` turns them, custom
-    message types included, into the messages the provider gets (default: drop custom types).
-    ``tool_timeout`` bounds tools without a timeout of their own (``None`` disables).
-    ``conversation_id`` is recorded as ``gen_ai.conversation.id`` on the run's spans.
+    synchronously with every event; one that raises is logged and ignored. The agent executes
+    its tool calls with one :class:`~otelhooks.ToolExecutor`, giving each turn the tools and the
+    hooks as they were when the turn started.
     """
 
     steering_mode = _QueueModeSetting()
@@ -195,73 +267,73 @@ class Agent:
     def __init__(
         self,
         provider: Provider,
-        *,
-        tools: ToolRegistry | None = None,
-        hooks: Hooks | None = None,
-        model: str = "",
-        name: str = "agent",
-        system_prompt: str = "",
-        tool_execution: ToolExecution = "parallel",
-        steering_mode: QueueMode = "one-at-a-time",
-        follow_up_mode: QueueMode = "one-at-a-time",
-        transform_context: TransformContext | None = None,
-        convert_messages: ConvertMessages = keep_provider_messages,
-        tracer_provider: TracerProvider | None = None,
-        capture_content: bool | str | Capture | None = None,
-        tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
-        max_turns: int = 50,
-        messages: Iterable[AgentMessage] = (),
-        conversation_id: str | None = None,
-        agent_id: str | None = None,
-        params: ModelParams | None = None,
-        meter_provider: MeterProvider | None = None,
-        chat_spans: ChatSpans = "auto",
-        max_content_length: int = 16384,
+        config: AgentConfig | None = None,
+        /,
+        **options: Unpack[AgentOptions],
     ) -> None:
-        if tool_execution not in ("parallel", "sequential"):
-            raise ValueError("tool_execution must be 'parallel' or 'sequential'")
+        config = replace(config or AgentConfig(), **options)
+        self.config = config
         self.provider = provider
-        self.tools = tools if tools is not None else ToolRegistry()
-        self.hooks = hooks if hooks is not None else Hooks()
-        self.model = model
-        self.name = name
-        self.system_prompt = system_prompt
-        self.tool_execution: ToolExecution = tool_execution
-        self.steering_mode = steering_mode
-        self.follow_up_mode = follow_up_mode
-        self.transform_context = transform_context
-        self.convert_messages = convert_messages
+        self.tools = config.tools if config.tools is not None else ToolRegistry()
+        self.hooks = config.hooks if config.hooks is not None else Hooks()
+        self.model = config.model
+        self.name = config.name
+        self.system_prompt = config.system_prompt
+        self.tool_execution: ToolExecution = config.tool_execution
+        self.steering_mode = config.steering_mode
+        self.follow_up_mode = config.follow_up_mode
+        self.transform_context = config.transform_context
+        self.convert_messages = config.convert_messages
         self.capture = (
-            capture_from_env() if capture_content is None else parse_capture(capture_content)
+            capture_from_env()
+            if config.capture_content is None
+            else parse_capture(config.capture_content)
         )
-        self.tool_timeout = tool_timeout
-        self.max_turns = max_turns
-        self.messages: list[AgentMessage] = list(messages)
-        self.conversation_id = conversation_id
-        self.agent_id = agent_id
-        self.params = params or ModelParams()
-        if chat_spans not in ("auto", "always", "never"):
-            raise ValueError("chat_spans must be 'auto', 'always' or 'never'")
-        self.chat_spans: ChatSpans = chat_spans
-        self.max_content_length = max_content_length
-        self._meter_provider = meter_provider
-        self._instruments = Instruments(meter_provider)
-        self._tool_recorder = ToolCallRecorder(
-            tracer_provider,
-            capture=self.capture,
-            max_content_length=DEFAULT_TOOL_CONTENT_LENGTH,
-            instruments=self._instruments,
+        self.max_turns = config.max_turns
+        self.messages: list[AgentMessage] = list(config.messages)
+        self.conversation_id = config.conversation_id
+        self.agent_id = config.agent_id
+        self.params = config.params or ModelParams()
+        self.chat_spans: ChatSpans = config.chat_spans
+        self.max_content_length = config.max_content_length
+        instruments = Instruments(config.meter_provider)
+        self._executor = ToolExecutor(
+            self.tools,
+            self.hooks,
+            tool_timeout=config.tool_timeout,
+            recorder=ToolCallRecorder(
+                config.tracer_provider,
+                capture=self.capture,
+                max_content_length=DEFAULT_TOOL_CONTENT_LENGTH,
+                instruments=instruments,
+                scrubber=config.scrubber,
+            ),
         )
         self._recorder = RunRecorder(
-            tracer_provider,
+            config.tracer_provider,
             capture=self.capture,
-            max_content_length=max_content_length,
-            instruments=self._instruments,
+            max_content_length=config.max_content_length,
+            instruments=instruments,
+            scrubber=config.scrubber,
         )
         self._subscribers: list[Subscriber] = []
         self._steering: deque[UserMessage] = deque()
         self._follow_ups: deque[UserMessage] = deque()
         self._signal: CancelSignal | None = None
+
+    @property
+    def tool_timeout(self) -> float | None:
+        """Seconds a tool without a timeout of its own may run (``None``: no bound)."""
+        return self._executor.tool_timeout
+
+    @tool_timeout.setter
+    def tool_timeout(self, seconds: float | None) -> None:
+        self._executor.tool_timeout = seconds
+
+    @property
+    def scrubber(self) -> Scrubber:
+        """What removes secrets from the text the runtime writes."""
+        return self._executor.scrubber
 
     # -- the outside world --------------------------------------------------------------------
 
@@ -352,12 +424,19 @@ class Agent:
     async def _run(
         self, new: list[UserMessage], signal: CancelSignal, *, poll_steering: bool
     ) -> RunResult:
+        self.hooks.check_tools([t.name for t in self.tools])  # a typo stops the run here
+        self.hooks.snapshot().check_scrubber(self.scrubber is not NO_SCRUBBING)
         run_id = uuid.uuid4().hex[:16]
-        trace_ = self._recorder.run(self.name, self._run_attributes())
+        trace_ = self._recorder.run(
+            self.name,
+            model=self.model,
+            provider=self.provider,
+            agent_id=self.agent_id,
+            conversation_id=self.conversation_id,
+        )
         run = _Run(run_id, signal, trace_.context, [])
         token = otel_context.attach(run.context)
         final = AssistantMessage(stop_reason="aborted")
-        self.hooks.check_tools([t.name for t in self.tools])
         self._emit(AgentStart(run_id))
         try:
             self._add_messages(run, new)
@@ -371,22 +450,6 @@ class Agent:
             self._emit(AgentEnd(run_id, final.stop_reason, tuple(run.added)))
             otel_context.detach(token)
             trace_.end()
-
-    def _run_attributes(self) -> dict[str, Any]:
-        """The ``invoke_agent`` span's attributes: the agent, its model and provider."""
-        attributes: dict[str, Any] = {
-            A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
-            A.GEN_AI_AGENT_NAME: self.name,
-            A.GEN_AI_REQUEST_MODEL: self.model,
-        }
-        provider_name = getattr(self.provider, "provider_name", None)
-        if isinstance(provider_name, str) and provider_name:
-            attributes[A.GEN_AI_PROVIDER_NAME] = provider_name
-        if self.agent_id:
-            attributes[A.GEN_AI_AGENT_ID] = self.agent_id
-        if self.conversation_id:
-            attributes[A.GEN_AI_CONVERSATION_ID] = self.conversation_id
-        return attributes
 
     async def _turns(self, run: _Run, poll_steering: bool) -> AssistantMessage:
         """Turns until the provider stops; ``poll_steering`` says whether the first turn takes
@@ -413,7 +476,7 @@ class Agent:
                     context=replace(turn.context, messages=(*turn.context.messages, message)),
                 )
                 if message.stop_reason == "length":
-                    results = self._fail_truncated(turn, message, run, chat_link)
+                    results = skip_truncated(self._batch(turn, message, run, chat_link))
                 else:
                     results = await self._execute_tool_calls(turn, message, run, chat_link)
                 for result in results:
@@ -432,39 +495,19 @@ class Agent:
             return message
 
     def _snapshot(self, run_id: str, index: int) -> _Turn:
-        registry = ToolRegistry(list(self.tools))
-        hooks = self.hooks.snapshot()
+        tools = self.tools.snapshot()
         context = AgentContext(
             run_id=run_id,
             agent_name=self.name,
             model=self.model,
             system_prompt=self.system_prompt,
             messages=tuple(self.messages),
-            tools=tuple(registry.specs()),
+            tools=tuple(tools.specs()),
             turn_index=index,
         )
-        executor = ToolExecutor(
-            registry,
-            hooks,
-            capture_content=self.capture,
-            tool_timeout=self.tool_timeout,
-            meter_provider=self._meter_provider,
-            recorder=self._tool_recorder,
-        )
-        return _Turn(index, context, executor, hooks)
+        return _Turn(index, context, tools, self.hooks.snapshot())
 
     # -- one provider call --------------------------------------------------------------------
-
-    async def _provider_messages(self, turn: _Turn, run: _Run) -> tuple[Message, ...]:
-        """The messages the provider gets: the snapshot, through ``transform_context`` and
-        ``convert_messages``."""
-        messages: Sequence[AgentMessage] = turn.context.messages
-        if self.transform_context is not None:
-            transformed = self.transform_context(list(messages), run.signal)
-            if inspect.isawaitable(transformed):
-                transformed = await transformed
-            messages = transformed
-        return tuple(self.convert_messages(messages))
 
     async def _ask_provider(self, turn: _Turn, run: _Run) -> tuple[AssistantMessage, Link | None]:
         """One provider call: stream the assistant's message (an error or an abort ends it as a
@@ -478,7 +521,6 @@ class Agent:
             model=model,
             provider=self.provider,
             params=self.params,
-            scrub=turn.hooks.scrub,
             span_wanted=self.chat_spans != "never" and not auto_off,
             metrics_wanted=not auto_off,
         )
@@ -493,13 +535,18 @@ class Agent:
                 request = ProviderRequest(
                     model=model,
                     system_prompt=turn.context.system_prompt,
-                    messages=await self._provider_messages(turn, run),
+                    messages=await provider_messages(
+                        turn.context.messages,
+                        signal,
+                        self.transform_context,
+                        self.convert_messages,
+                    ),
                     tools=turn.context.tools,
                     signal=signal,
                     params=self.params,
                 )
                 chat.request(request)
-                message = await self._consume(request, text, calls)
+                message = await consume_stream(self.provider, request, self._emit, text, calls)
         except asyncio.CancelledError as exc:
             if not signal.absorbs(exc):
                 chat.cancelled()
@@ -534,142 +581,38 @@ class Agent:
         self._emit(MessageEnd(message))
         return message, chat.link
 
-    async def _consume(
-        self, request: ProviderRequest, text: list[str], calls: list[ToolCall]
-    ) -> AssistantMessage | None:
-        stream = self.provider.stream(request)
-        try:
-            async for event in stream:
-                if isinstance(event, TextChunk):
-                    text.append(event.text)
-                    self._emit(TextDelta(event.text))
-                elif isinstance(event, ToolCallChunk):
-                    calls.append(event.tool_call)
-                    self._emit(ToolCallRequested(event.tool_call))
-                elif isinstance(event, Done):
-                    return event.message
-                else:
-                    raise TypeError(f"provider yielded {type(event).__name__}, not a StreamEvent")
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        return None
-
     # -- the tool calls of one message --------------------------------------------------------
-
-    def _fail_truncated(
-        self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link | None
-    ) -> tuple[ToolResult, ...]:
-        """A message cut by the token limit: none of its calls runs (their arguments may be
-        cut); each gets an error result saying so, and the run goes on (Pi's behaviour)."""
-        results = []
-        for call in message.tool_calls:
-            self._emit(ToolExecutionStart(call))
-            result = turn.executor.skip(
-                call,
-                truncated_call_message(str(call.name)),
-                parent=run.context,
-                context=turn.context,
-                hooks=turn.hooks,
-                links=(chat_link,) if chat_link is not None else (),
-            )
-            self._emit(ToolExecutionEnd(call, result))
-            results.append(result)
-        for result in results:
-            self._emit(ToolResultEvent(result))
-        return tuple(results)
 
     async def _execute_tool_calls(
         self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link | None
     ) -> tuple[ToolResult, ...]:
-        """Prepare each call in source order (before-hooks), then run the allowed ones: all at
-        once (parallel), with a ``sequential`` tool alone between the others, or one by one
-        (sequential). A steering message queued meanwhile skips every call not yet started,
-        prepared ones included; results are emitted in source order."""
-        executor = turn.executor
-        signal = run.signal
-        links = (chat_link,) if chat_link is not None else ()
-        results: list[ToolResult | None] = [None] * len(message.tool_calls)
-        runnable: list[tuple[int, PreparedCall]] = []
+        """The message's tool calls, sequentially or in parallel; results in source order."""
+        batch = self._batch(turn, message, run, chat_link)
+        if self.tool_execution == "sequential":
+            await execute_sequential(batch)
+        else:
+            await execute_parallel(batch)
+        return batch.emit_results()
 
-        def on_update(call: ToolCall, update: Any) -> None:
-            self._emit(ToolExecutionUpdate(call, update))
+    def _batch(
+        self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link | None
+    ) -> _Batch:
+        return _Batch(
+            self._executor,
+            self._emit,
+            lambda: self._interrupted(run),
+            turn,
+            message,
+            run,
+            chat_link,
+        )
 
-        def done(i: int, result: ToolResult) -> None:
-            results[i] = result
-            self._emit(ToolExecutionEnd(message.tool_calls[i], result))
-
-        def skip_reason() -> str | None:
-            if signal.cancelled:
-                return f"error: cancelled: {signal.reason}"
-            return SKIPPED_FOR_STEERING if self._steering else None
-
-        for i, call in enumerate(message.tool_calls):
-            reason = skip_reason()
-            if reason is not None:
-                skipped = executor.skip(
-                    call, reason, parent=run.context, context=turn.context, links=links
-                )
-                done(i, skipped)
-                continue
-            self._emit(ToolExecutionStart(call))
-            prepared = await executor.prepare(
-                call,
-                assistant_message=message,
-                context=turn.context,
-                signal=signal,
-                on_update=on_update,
-                hooks=turn.hooks,
-                parent=run.context,
-                links=links,
-            )
-            if prepared.result is not None:
-                done(i, prepared.result)
-            elif self.tool_execution == "sequential":
-                done(i, await executor.finish(prepared))
-            else:
-                runnable.append((i, prepared))
-
-        async def run_together(batch: list[tuple[int, PreparedCall]]) -> None:
-            reason = skip_reason()
-            if reason is not None:  # steered or aborted before this batch started
-                for i, prepared in batch:
-                    done(i, executor.skip_prepared(prepared, reason))
-                return
-
-            async def run_one(i: int, prepared: PreparedCall) -> None:
-                done(i, await executor.finish(prepared))
-
-            tasks = [asyncio.create_task(run_one(i, p)) for i, p in batch]
-            try:
-                await asyncio.gather(*tasks)
-            finally:  # on cancellation: stop the others, let them end their spans, then go on
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-
-        try:
-            batch: list[tuple[int, PreparedCall]] = []
-            for i, prepared in runnable:
-                if prepared.tool is not None and prepared.tool.execution == "sequential":
-                    if batch:
-                        await run_together(batch)
-                    batch = []
-                    await run_together([(i, prepared)])
-                else:
-                    batch.append((i, prepared))
-            if batch:
-                await run_together(batch)
-        finally:  # an asyncio cancellation: end the spans of the calls that never started
-            for _, prepared in runnable:
-                if prepared.result is None:
-                    executor.skip_prepared(prepared, "error: cancelled")
-
-        final = tuple(r for r in results if r is not None)
-        for result in final:
-            self._emit(ToolResultEvent(result))
-        return final
+    def _interrupted(self, run: _Run) -> str | None:
+        """Why the tool calls not yet started are skipped, or ``None``: the run was aborted,
+        or a steering message is queued (Pi's rule)."""
+        if run.signal.cancelled:
+            return f"error: cancelled: {run.signal.reason}"
+        return SKIPPED_FOR_STEERING if self._steering else None
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -699,6 +642,202 @@ class Agent:
                 subscriber(event)
             except Exception:  # a consumer's bug must not stop the agent
                 logger.exception("event subscriber raised on %s", event.type)
+
+
+async def provider_messages(
+    messages: Sequence[AgentMessage],
+    signal: CancelSignal,
+    transform_context: TransformContext | None,
+    convert_messages: ConvertMessages,
+) -> tuple[Message, ...]:
+    """The messages the provider gets: the turn's snapshot, through ``transform_context`` and
+    ``convert_messages``."""
+    if transform_context is not None:
+        transformed = transform_context(list(messages), signal)
+        if inspect.isawaitable(transformed):
+            transformed = await transformed
+        messages = transformed
+    return tuple(convert_messages(messages))
+
+
+async def consume_stream(
+    provider: Provider,
+    request: ProviderRequest,
+    emit: Callable[[AgentEvent], None],
+    text: list[str],
+    calls: list[ToolCall],
+) -> AssistantMessage | None:
+    """Read the provider's stream: text deltas and tool calls as events (collected into
+    ``text`` and ``calls``), until the final message (``None`` when the stream ends without
+    one)."""
+    stream = provider.stream(request)
+    try:
+        async for event in stream:
+            if isinstance(event, TextChunk):
+                text.append(event.text)
+                emit(TextDelta(event.text))
+            elif isinstance(event, ToolCallChunk):
+                calls.append(event.tool_call)
+                emit(ToolCallRequested(event.tool_call))
+            elif isinstance(event, Done):
+                return event.message
+            else:
+                raise TypeError(f"provider yielded {type(event).__name__}, not a StreamEvent")
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+    return None
+
+
+class _Batch:
+    """The tool calls of one assistant message, and their results as they come."""
+
+    def __init__(
+        self,
+        executor: ToolExecutor,
+        emit: Callable[[AgentEvent], None],
+        interrupted: Callable[[], str | None],
+        turn: _Turn,
+        message: AssistantMessage,
+        run: _Run,
+        chat_link: Link | None,
+    ) -> None:
+        self.executor = executor
+        self.emit = emit
+        self.interrupted = interrupted
+        """Why the calls not yet started are skipped (see :meth:`Agent._interrupted`)."""
+        self.turn = turn
+        self.message = message
+        self.run = run
+        self.calls = message.tool_calls
+        self.links = (chat_link,) if chat_link is not None else ()
+        self.results: list[ToolResult | None] = [None] * len(self.calls)
+
+    async def prepare(self, i: int) -> Prepared:
+        """Call ``i``'s before phase (``tool_execution_start`` first)."""
+        call = self.calls[i]
+        self.emit(ToolExecutionStart(call))
+        return await self.executor.prepare(
+            call,
+            assistant_message=self.message,
+            context=self.turn.context,
+            signal=self.run.signal,
+            on_update=self.update,
+            hooks=self.turn.hooks,
+            tools=self.turn.tools,
+            parent=self.run.context,
+            links=self.links,
+        )
+
+    def update(self, call: ToolCall, update: Any) -> None:
+        """A tool's progress, as an event."""
+        self.emit(ToolExecutionUpdate(call, update))
+
+    def skip(self, i: int, reason: str) -> None:
+        """Call ``i`` will not run: it ends with ``reason``."""
+        result = self.executor.skip(
+            self.calls[i],
+            reason,
+            parent=self.run.context,
+            context=self.turn.context,
+            hooks=self.turn.hooks,
+            tools=self.turn.tools,
+            links=self.links,
+        )
+        self.done(i, result)
+
+    def done(self, i: int, result: ToolResult) -> None:
+        """Call ``i`` ended (``tool_execution_end``)."""
+        self.results[i] = result
+        self.emit(ToolExecutionEnd(self.calls[i], result))
+
+    def emit_results(self) -> tuple[ToolResult, ...]:
+        """The results in source order, each as a ``tool_result`` event."""
+        final = tuple(r for r in self.results if r is not None)
+        for result in final:
+            self.emit(ToolResultEvent(result))
+        return final
+
+
+def skip_truncated(batch: _Batch) -> tuple[ToolResult, ...]:
+    """A message cut by the token limit: none of its calls runs (their arguments may be cut);
+    each gets an error result saying so, and the run goes on (Pi's behaviour)."""
+    for i, call in enumerate(batch.calls):
+        batch.emit(ToolExecutionStart(call))
+        batch.skip(i, truncated_call_message(str(call.name)))
+    return batch.emit_results()
+
+
+async def execute_sequential(batch: _Batch) -> None:
+    """Each call prepared, run and finished before the next one starts; once the run is
+    interrupted (:meth:`Agent._interrupted`), the calls left are skipped."""
+    for i in range(len(batch.calls)):
+        reason = batch.interrupted()
+        if reason is not None:
+            batch.skip(i, reason)
+            continue
+        batch.done(i, await batch.executor.finish(await batch.prepare(i)))
+
+
+async def execute_parallel(batch: _Batch) -> None:
+    """Every call prepared in source order (its before-hooks), then the allowed ones run at
+    once, a tool marked ``execution="sequential"`` alone between the others. Once the run is
+    interrupted, the calls not yet started are skipped, prepared ones included; a call that
+    started records its own outcome, whatever stops it."""
+    allowed: list[tuple[int, Allowed]] = []
+    for i in range(len(batch.calls)):
+        reason = batch.interrupted()
+        if reason is not None:
+            batch.skip(i, reason)
+            continue
+        prepared = await batch.prepare(i)
+        if isinstance(prepared, Ended):
+            batch.done(i, prepared.result)
+        else:
+            allowed.append((i, prepared))
+    executor = batch.executor
+    try:
+        for group in _groups(allowed):
+            reason = batch.interrupted()
+            if reason is not None:  # steered or aborted before this group started
+                for i, prepared in group:
+                    batch.done(i, executor.skip_prepared(prepared, reason))
+                continue
+            await _run_together(batch, group)
+    finally:  # an asyncio cancellation: end the calls that never started
+        for _, prepared in allowed:
+            executor.skip_prepared(prepared, "error: cancelled")
+
+
+def _groups(allowed: list[tuple[int, Allowed]]) -> list[list[tuple[int, Allowed]]]:
+    """The calls that run together: a sequential tool's call alone, the others between."""
+    groups: list[list[tuple[int, Allowed]]] = [[]]
+    for item in allowed:
+        if item[1].tool.execution == "sequential":
+            groups += [[item], []]
+        else:
+            groups[-1].append(item)
+    return [group for group in groups if group]
+
+
+async def _run_together(batch: _Batch, group: list[tuple[int, Allowed]]) -> None:
+    """Finish the calls of ``group`` concurrently; on a cancellation the others are cancelled
+    too and each records its own outcome before it goes on."""
+
+    async def run_one(i: int, prepared: Allowed) -> None:
+        batch.done(i, await batch.executor.finish(prepared))
+
+    if len(group) == 1:
+        await run_one(*group[0])
+        return
+    tasks = [asyncio.create_task(run_one(i, p)) for i, p in group]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _user(message: str | UserMessage) -> UserMessage:

@@ -10,14 +10,15 @@ Contracts
   already instrumented, so a request is not traced twice); the metrics are recorded unless the
   provider's own instrumentation records them.
 * Content (request and response messages) is captured only as the capture mode says, through the
-  hooks' redaction first and cut to ``max_content_length`` characters after.
+  recorder's scrubber first (:mod:`otelhooks.core.scrub`) and cut to ``max_content_length``
+  characters after.
 * An error or an abort ends the span with an error status and ``error.type``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -40,8 +41,6 @@ from .messages import AssistantMessage, Usage
 from .provider import ModelParams, ProviderRequest
 from .tool_span import Recorder
 
-ScrubFn = Callable[[str], str]
-
 
 def _mark_error(span: Span, error_type: str, message: str) -> None:
     span.set_attribute(A.ERROR_TYPE, error_type)
@@ -57,8 +56,28 @@ class RunRecorder(Recorder):
 
     __slots__ = ()
 
-    def run(self, agent_name: str, attributes: Mapping[str, Any]) -> RunTrace:
-        """Start the ``invoke_agent {agent}`` span of a run."""
+    def run(
+        self,
+        agent_name: str,
+        *,
+        model: str,
+        provider: Any,
+        agent_id: str | None,
+        conversation_id: str | None,
+    ) -> RunTrace:
+        """Start the ``invoke_agent {agent}`` span of a run: the agent, its model and provider."""
+        attributes: dict[str, Any] = {
+            A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
+            A.GEN_AI_AGENT_NAME: agent_name,
+            A.GEN_AI_REQUEST_MODEL: model,
+        }
+        provider_name = getattr(provider, "provider_name", None)
+        if isinstance(provider_name, str) and provider_name:
+            attributes[A.GEN_AI_PROVIDER_NAME] = provider_name
+        if agent_id:
+            attributes[A.GEN_AI_AGENT_ID] = agent_id
+        if conversation_id:
+            attributes[A.GEN_AI_CONVERSATION_ID] = conversation_id
         span = self.tracer.start_span(
             f"{A.OP_INVOKE_AGENT} {agent_name}", kind=SpanKind.INTERNAL, attributes=attributes
         )
@@ -72,7 +91,6 @@ class RunRecorder(Recorder):
         model: str,
         provider: Any,
         params: ModelParams,
-        scrub: ScrubFn,
         span_wanted: bool,
         metrics_wanted: bool,
     ) -> ChatTrace:
@@ -90,7 +108,7 @@ class RunRecorder(Recorder):
                 SpanKind.CLIENT,
                 {**common, **params_attributes(params), A.TURN_INDEX: turn_index},
             )
-        return ChatTrace(self, span, run_context, common, turn_index, scrub, metrics_wanted)
+        return ChatTrace(self, span, run_context, common, turn_index, metrics_wanted)
 
 
 class RunTrace:
@@ -133,7 +151,6 @@ class ChatTrace:
         "_content",
         "_metrics_wanted",
         "_recorder",
-        "_scrub",
         "_started",
         "context",
         "link",
@@ -147,14 +164,12 @@ class ChatTrace:
         run_context: otel_context.Context,
         common: dict[str, Any],
         turn_index: int,
-        scrub: ScrubFn,
         metrics_wanted: bool,
     ) -> None:
         self._recorder = recorder
         self.span = span
         self.context = trace.set_span_in_context(span, run_context)
         self._common = common
-        self._scrub = scrub
         self._metrics_wanted = metrics_wanted
         self._content: dict[str, str] = {}
         self._started = time.perf_counter()
@@ -166,9 +181,10 @@ class ChatTrace:
         """What each tool call the message asks for links to (``None`` without a span)."""
 
     def _chat_content(self, attributes: Mapping[str, str]) -> dict[str, str]:
-        """Content for the span: through the hooks' redaction, then cut."""
+        """Content for the span: through the scrubber, then cut."""
         limit = self._recorder.max_content_length
-        return {key: cap_text(self._scrub(value), limit) for key, value in attributes.items()}
+        scrub = self._recorder.scrubber.redact_text
+        return {key: cap_text(scrub(value, key)[0], limit) for key, value in attributes.items()}
 
     def request(self, request: ProviderRequest) -> None:
         """The request about to be sent (its content, when captured)."""

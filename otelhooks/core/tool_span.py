@@ -1,37 +1,45 @@
 """What one tool call records: its span, the spans of its phases, and its metrics.
 
 The executor's flow (:mod:`otelhooks.core.execute`) says what happened; this module says how it
-looks on the trace. :class:`ToolCallRecorder` (one per executor) starts a call's
-``execute_tool {tool}`` span; the :class:`CallTrace` it returns gives each phase a child span
-(:class:`Phase`) and sets the outcome on the call's span when it ends.
+looks on the trace. :class:`ToolCallRecorder` (one per executor, or shared) starts a call's
+``execute_tool {tool}`` span and hands back a :class:`CallTrace`: a recording one when the span
+records, else the null one (as OpenTelemetry's ``NonRecordingSpan``), chosen once per call by
+asking the span, so a tracer provider installed after the executor was built is used from the
+next call on. Each phase gets a child span (:class:`Phase`, or the null :class:`NoPhase`); the
+outcome goes on the call's span when it ends, and the call is counted in the metrics either way.
 
 Contracts
 ---------
-* When the call's span does not record (tracing off, or not sampled) its phases get no span at
-  all and every recording method does nothing: nothing of it could be exported. Code still runs
-  in the call's context, so that a trace started elsewhere propagates.
-* Text the runtime writes on a span (captured content, status descriptions) goes through the
-  hooks' redaction (``scrub``) first and is cut after; an attribute redaction changed is named in
-  ``otelhooks.redacted.paths``.
+* A null trace records no span and no event; code still runs in the call's context when that
+  context carries a span (a trace sampled out elsewhere propagates), and the metrics are
+  recorded.
+* Text the runtime writes on a span goes through the scrubber once (:mod:`otelhooks.core.scrub`):
+  captured arguments and progress, hook failure messages, exception messages; the result and
+  the status description are the model's text, scrubbed already. Attributes a scrub changed are
+  named in ``otelhooks.redacted.paths``; text is cut after it is scrubbed.
+* A call's trace ends once: ending it again changes nothing.
 * Nothing here raises for a value it is given: it only records.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import (
     Link,
-    NoOpTracer,
-    ProxyTracer,
+    NoOpTracerProvider,
+    ProxyTracerProvider,
     Span,
     SpanKind,
     Status,
     StatusCode,
+    Tracer,
     TracerProvider,
 )
 
@@ -40,12 +48,14 @@ from ..telemetry.content import Capture, cap_text, to_json_text
 from ..telemetry.instruments import Instruments
 from ..version import __version__
 from .chain import HookRun
-from .hooks import ScrubFn, ToolCallRecord
-from .messages import ToolCall
-from .tools import Tool
+from .hooks import Outcome
+from .messages import ToolCall, ToolResult
+from .plan import CallPlan
+from .scrub import NO_SCRUBBING, Scrubber, resolve, scrub_override, scrub_result
 
 _MAX_NAME_ATTR: Final = 200  # plus the cut's marker: under 256 characters
 _MAX_STATUS: Final = 200
+_STATUS: Final = "status.description"
 
 DEFAULT_TOOL_CONTENT_LENGTH: Final = 4096
 """Characters of a tool call's captured arguments or result kept on its span."""
@@ -53,14 +63,17 @@ DEFAULT_TOOL_CONTENT_LENGTH: Final = 4096
 
 class Recorder:
     """What a recorder holds: the tracer, the content capture mode (fixed at construction), the
-    most characters of content an attribute keeps, and the metric instruments."""
+    most characters of content an attribute keeps, the metric instruments and the scrubber."""
 
     __slots__ = (
-        "_identity",
         "capture",
         "content_on_span",
+        "identifier",
         "instruments",
         "max_content_length",
+        "provider",
+        "scrub_result",
+        "scrubber",
         "tracer",
     )
 
@@ -71,14 +84,24 @@ class Recorder:
         capture: Capture,
         max_content_length: int,
         instruments: Instruments,
+        scrubber: Scrubber | None = None,
     ) -> None:
+        self.provider = tracer_provider
+        """The tracer provider given (``None``: the global one, whatever it is at the time)."""
         self.tracer = trace.get_tracer("otelhooks", __version__, tracer_provider=tracer_provider)
         self.capture = capture
         self.content_on_span = capture.on_span
         self.max_content_length = max_content_length
         self.instruments = instruments
-        # Per tool: the span name and the attributes every call of it starts with.
-        self._identity: dict[str, tuple[Any, str, dict[str, Any]]] = {}
+        self.scrubber: Scrubber = resolve(scrubber)  # None: the default one
+        scrubs = self.scrubber is not NO_SCRUBBING
+        # Decided here, once: with no scrubber, text passes without a call.
+        self.scrub_result: Callable[[ToolResult], tuple[ToolResult, list[str]]] = (
+            partial(scrub_result, self.scrubber) if scrubs else _unchanged
+        )
+        self.identifier: Callable[[str, str], tuple[str, list[str]]] | None = (
+            self.scrubber.redact_identifier if scrubs else None
+        )
 
 
 class ToolCallRecorder(Recorder):
@@ -93,52 +116,214 @@ class ToolCallRecorder(Recorder):
         return self.content_on_span
 
     @property
-    def tracing_off(self) -> bool:
-        """Whether the tracer is the API's no-op one (no SDK, or the SDK disabled)."""
-        tracer = self.tracer
-        if type(tracer) is NoOpTracer:
-            return True
-        return type(tracer) is ProxyTracer and type(tracer._tracer) is NoOpTracer
+    def recording(self) -> bool:
+        """Whether a span started now could record: asked on every call, through the public
+        OpenTelemetry API only. ``False`` for the API's no-op provider, and for the global
+        provider while none has been installed (the API's proxy), so a provider installed
+        later is used from the next call on. A provider that samples a span out answers
+        through the span (:meth:`start`)."""
+        provider = self.provider if self.provider is not None else trace.get_tracer_provider()
+        return not isinstance(provider, _SILENT)
 
     def start(
         self,
         call: ToolCall,
-        tool: Tool | None,
+        plan: CallPlan | None,
         parent: otel_context.Context | None,
         links: Sequence[Link] | None,
-        scrub: ScrubFn,
     ) -> CallTrace:
-        """Start the call's span under ``parent`` (default: the current context)."""
-        name, attributes = self._span_identity(call, tool)
-        span = self.tracer.start_span(name, parent, SpanKind.INTERNAL, attributes, links)
-        return CallTrace(self, span, trace.set_span_in_context(span, parent), scrub)
-
-    def _span_identity(self, call: ToolCall, tool: Tool | None) -> tuple[str, dict[str, Any]]:
-        """The span name and the attributes of a call, the per-tool part built once."""
-        if tool is not None:
-            cached = self._identity.get(tool.name)
-            if cached is None or cached[0] is not tool:  # new, or re-registered under its name
-                base: dict[str, Any] = {
-                    A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
-                    A.GEN_AI_TOOL_NAME: tool.name,
-                    A.GEN_AI_TOOL_TYPE: A.TOOL_TYPE_FUNCTION,
-                }
-                if tool.description:
-                    base[A.GEN_AI_TOOL_DESCRIPTION] = tool.description
-                cached = (tool, f"{A.OP_EXECUTE_TOOL} {tool.name}", base)
-                self._identity[tool.name] = cached
-            _, name, base = cached
-            attributes = base.copy()
+        """Start the call's span under ``parent`` (default: the current context): the recording
+        trace when the span records, else the null one (without a span at all when nothing
+        could record)."""
+        if not self.recording:
+            return CallTrace(self, trace.INVALID_SPAN, None)
+        scrub = self.identifier  # the model chose the id (and an unknown tool's name)
+        if plan is not None:
+            name = plan.span_name
+            attributes = {**plan.span_attributes}
         else:
             name = A.UNKNOWN_TOOL_SPAN_NAME
+            tool_name = str(call.name) if scrub is None else scrub(str(call.name), "")[0]
             attributes = {
                 A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
-                A.GEN_AI_TOOL_NAME: cap_text(str(call.name), _MAX_NAME_ATTR),
+                A.GEN_AI_TOOL_NAME: cap_text(tool_name, _MAX_NAME_ATTR),
                 A.GEN_AI_TOOL_TYPE: A.TOOL_TYPE_FUNCTION,
             }
         call_id = call.id if type(call.id) is str else str(call.id)
-        attributes[A.GEN_AI_TOOL_CALL_ID] = cap_text(call_id, _MAX_NAME_ATTR)
-        return name, attributes
+        if scrub is not None:
+            call_id = scrub(call_id, "")[0]
+        attributes[A.GEN_AI_TOOL_CALL_ID] = (
+            call_id if len(call_id) <= _MAX_NAME_ATTR else cap_text(call_id, _MAX_NAME_ATTR)
+        )
+        span = self.tracer.start_span(name, parent, SpanKind.INTERNAL, attributes, links)
+        if span.is_recording():
+            hooks = plan.hooks if plan is not None else None
+            return RecordingCallTrace(
+                self,
+                span,
+                trace.set_span_in_context(span, parent),
+                before_current=hooks is not None and bool(hooks.before),
+                after_current=hooks is not None and bool(hooks.after),
+            )
+        if span.get_span_context().is_valid:  # sampled out: its context still propagates
+            return CallTrace(self, span, trace.set_span_in_context(span, parent))
+        return CallTrace(self, span, None)
+
+
+_SILENT: Final = (NoOpTracerProvider, ProxyTracerProvider)
+
+
+class NoPhase:
+    """The phase of a call that records nothing: it only makes the call's context current when
+    asked to (and the call has one)."""
+
+    __slots__ = ("_context", "_token")
+
+    def __init__(self, context: otel_context.Context | None) -> None:
+        self._context = context
+
+    def __enter__(self) -> NoPhase:
+        if self._context is not None:
+            self._token = otel_context.attach(self._context)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._context is not None:
+            otel_context.detach(self._token)
+
+    def fail(self, error_type: str, message: str) -> None:
+        """The phase ended the call with an error of its own."""
+
+    def raised(self, exc: BaseException, error_type: str, message: str) -> None:
+        """The handler raised ``exc``."""
+
+    def cancelled(self, reason: str) -> None:
+        """The run's signal stopped the call during this phase."""
+
+    def event(self, name: str, attributes: Mapping[str, Any]) -> None:
+        """A span event on the phase."""
+
+    def hooks(self, runs: Sequence[HookRun]) -> None:
+        """One event per hook that ran."""
+
+    def progress(self, index: int, update: Any) -> None:
+        """The tool reported partial result number ``index``."""
+
+    def callback_failed(self, exc: Exception) -> None:
+        """A consumer of the tool's progress raised."""
+
+    def reporter(
+        self, call: ToolCall, on_update: Callable[[ToolCall, Any], None] | None
+    ) -> Callable[[Any], None] | None:
+        """What a tool's progress goes to: a span event (:meth:`progress`) and ``on_update``;
+        ``None`` when nothing would hear it."""
+        return _reporter(self, call, on_update) if on_update is not None else None
+
+
+def _reporter(
+    phase: NoPhase | Phase, call: ToolCall, on_update: Callable[[ToolCall, Any], None] | None
+) -> Callable[[Any], None]:
+    count = 0
+
+    def report(update: Any) -> None:
+        nonlocal count
+        count += 1
+        phase.progress(count, update)
+        if on_update is not None:
+            try:
+                on_update(call, update)
+            except Exception as exc:  # a consumer's bug must not fail the tool
+                phase.callback_failed(exc)
+
+    return report
+
+
+_DETACHED: Final = NoPhase(None)
+_NO_PATHS: Final[list[str]] = []
+
+
+def _unchanged(result: ToolResult) -> tuple[ToolResult, list[str]]:
+    return result, _NO_PATHS
+
+
+class CallTrace:
+    """The trace of a call whose span does not record (the null object): its phases
+    (:attr:`before`, :attr:`run`, :attr:`after`, each entered once with ``with``) have no span,
+    and the call is counted when it ends. :class:`RecordingCallTrace` is the one that records.
+
+    The ``run`` phase makes the call's context current (the handler's spans nest under it);
+    ``before`` and ``after`` do when hooks run in them."""
+
+    __slots__ = (
+        "_recorder",
+        "after",
+        "before",
+        "context",
+        "duration_ms",
+        "ended",
+        "run",
+        "span",
+        "started",
+    )
+
+    def __init__(
+        self, recorder: ToolCallRecorder, span: Span, context: otel_context.Context | None
+    ) -> None:
+        self._recorder = recorder
+        self.span = span
+        self.context = context
+        """The call's context (its span current), ``None`` when the span carries nothing to
+        propagate: code then runs in the caller's context."""
+        self.started = time.perf_counter()
+        self.ended: Outcome | None = None
+        """The call's outcome, once it ended."""
+        self.duration_ms = 0.0
+        self.before: Phase | NoPhase = _DETACHED
+        self.run: Phase | NoPhase = _DETACHED if context is None else NoPhase(context)
+        self.after: Phase | NoPhase = _DETACHED
+
+    def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+        """Attributes a tool adds to its call's span."""
+
+    def redacted(self, paths: Sequence[str]) -> None:
+        """Paths of the model's text the scrubber changed."""
+
+    def for_model(self, result: ToolResult) -> ToolResult:
+        """``result`` as the model may see it: through the scrubber once (the paths it changed
+        noted on the span); the same object when nothing changed."""
+        result, paths = self._recorder.scrub_result(result)
+        if paths:
+            self.redacted(paths)
+        return result
+
+    def for_model_override(self, new: ToolResult, old: ToolResult) -> ToolResult:
+        """An after-hook's override of ``old`` as the model may see it (only the fields it
+        changed are scrubbed)."""
+        new, paths = scrub_override(self._recorder.scrubber, new, old)
+        self.redacted(paths)
+        return new
+
+    def observer_failed(self, exc: Exception, hook: str) -> None:
+        """An observer raised: recorded and ignored."""
+
+    def end(self, outcome: Outcome, *, tool_known: bool, close: bool = True) -> float:
+        """Record the call's outcome (once: a later call changes nothing), count the call, and
+        with ``close`` end its span (else :meth:`close` does, after the observers); its duration
+        in milliseconds."""
+        if self.ended is not None:
+            return self.duration_ms
+        seconds = time.perf_counter() - self.started
+        self.ended, self.duration_ms = outcome, seconds * 1000.0
+        self._recorder.instruments.record_tool(
+            outcome.result.tool_name if tool_known else A.UNKNOWN_TOOL,
+            outcome.decision,
+            outcome.error_type,
+            seconds,
+        )
+        return self.duration_ms
+
+    def close(self) -> None:
+        """End the span (a span that does not record has nothing to end)."""
 
 
 def _mark_error(span: Span, error_type: str, message: str) -> None:
@@ -146,156 +331,148 @@ def _mark_error(span: Span, error_type: str, message: str) -> None:
     span.set_attribute(A.ERROR_TYPE, error_type)
 
 
-class CallTrace:
-    """The span of one call: its phases' spans, and its outcome when it ends."""
+def _exception(span: Span, exc: BaseException, scrubber: Scrubber) -> None:
+    """``exc`` as a span event, its message and stack trace scrubbed."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    span.record_exception(
+        exc,
+        {
+            A.EXCEPTION_MESSAGE: scrubber.redact_text(str(exc))[0],
+            A.EXCEPTION_STACKTRACE: scrubber.redact_text(text)[0],
+        },
+    )
 
-    __slots__ = ("_recorder", "context", "recording", "redacted", "scrub", "span", "started")
+
+class RecordingCallTrace(CallTrace):
+    """The trace of a call whose span records: a child span per phase, and the outcome on the
+    call's span when it ends."""
+
+    __slots__ = ("paths",)
 
     def __init__(
         self,
         recorder: ToolCallRecorder,
         span: Span,
         context: otel_context.Context,
-        scrub: ScrubFn,
+        *,
+        before_current: bool,
+        after_current: bool,
     ) -> None:
-        self._recorder = recorder
-        self.span = span
-        self.context = context
-        self.recording = span.is_recording()
-        self.scrub = scrub
-        self.started = time.perf_counter()
-        self.redacted: list[str] | None = None  # attributes the hooks' redaction changed
-
-    def elapsed_ms(self) -> float:
-        """Milliseconds since the call started."""
-        return (time.perf_counter() - self.started) * 1000.0
+        super().__init__(recorder, span, context)
+        self.paths: list[str] | None = None  # what the scrubber changed, for redacted.paths
+        self.before = Phase(self, A.SPAN_BEFORE, before_current)
+        self.run = Phase(self, A.SPAN_RUN, True)
+        self.after = Phase(self, A.SPAN_AFTER, after_current)
 
     @property
-    def capture_content(self) -> bool:
-        """Whether content (arguments, results, progress) goes on the spans."""
-        return self._recorder.capture_content
+    def scrubber(self) -> Scrubber:
+        """The recorder's scrubber."""
+        return self._recorder.scrubber
 
-    def phase(self, name: str, *, current: bool = False) -> Phase:
-        """A child span for one phase (``before``, ``run``, ``after``), ended by ``with``. With
-        ``current`` the phase's context (the call's, when nothing records) is current inside the
-        block: hooks and the handler run in it, so their own spans nest under the phase."""
-        if self.recording:
-            return Phase(self, self._recorder.tracer.start_span(name, self.context), True, current)
-        return Phase(self, trace.INVALID_SPAN, False, current)
+    @property
+    def tracer(self) -> Tracer:
+        """The tracer the phases' spans come from."""
+        return self._recorder.tracer
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
-        """Attributes a tool adds to its call's span (ignored when it does not record)."""
-        if self.recording:
-            self.span.set_attributes(attributes)
+        """Attributes a tool adds to its call's span."""
+        self.span.set_attributes(attributes)
+
+    def redacted(self, paths: Sequence[str]) -> None:
+        """Paths of the model's text the scrubber changed."""
+        if paths:
+            if self.paths is None:
+                self.paths = []
+            self.paths.extend(paths)
 
     def observer_failed(self, exc: Exception, hook: str) -> None:
         """An observer raised: recorded and ignored."""
-        if self.recording:
-            self.span.record_exception(exc, {A.EVENT_HOOK_NAME: hook})
+        self.span.record_exception(exc, {A.EVENT_HOOK_NAME: hook})
 
-    def content(self, text: str, attribute: str) -> str:
-        """Text for a span attribute: scrubbed by the hooks' redaction first (noted in
-        ``otelhooks.redacted.paths``), then cut."""
-        scrubbed = self.scrub(text)
-        if scrubbed is not text and scrubbed != text:
-            if self.redacted is None:
-                self.redacted = []
-            self.redacted.append(attribute)
-        return cap_text(scrubbed, self._recorder.max_content_length)
+    @property
+    def content_on_span(self) -> bool:
+        """Whether content (arguments, results, progress) goes on the spans."""
+        return self._recorder.content_on_span
 
-    def end(
-        self,
-        record: ToolCallRecord,
-        *,
-        tool_known: bool,
-        overridden: bool | None,
-        args: Mapping[str, Any],
-    ) -> None:
-        """Set the outcome on the call's span, end it, and count the call."""
-        if self.recording:
-            result = record.result
-            self.span.set_attributes(self._outcome(record, tool_known, overridden, args))
-            if record.error_type is not None:
-                description = cap_text(self.scrub(result.content), _MAX_STATUS)
-                self.span.set_status(Status(StatusCode.ERROR, description))
+    def text(self, text: str, attribute: str, limit: int | None = None) -> str:
+        """Text the runtime writes on a span: scrubbed (noted in ``otelhooks.redacted.paths``),
+        then cut to ``limit`` characters (default: the content limit)."""
+        scrubbed, found = self._recorder.scrubber.redact_text(text, attribute)
+        if found:
+            self.redacted((attribute,))
+        return cap_text(scrubbed, self._recorder.max_content_length if limit is None else limit)
+
+    def end(self, outcome: Outcome, *, tool_known: bool, close: bool = True) -> float:
+        """Record the outcome on the call's span (see :meth:`CallTrace.end`)."""
+        if self.ended is not None:
+            return self.duration_ms
+        self._outcome(outcome, tool_known)
+        duration_ms = super().end(outcome, tool_known=tool_known)
+        if close:
+            self.span.end()
+        return duration_ms
+
+    def close(self) -> None:
+        """End the span."""
         self.span.end()
-        tool = record.tool_name if tool_known else A.UNKNOWN_TOOL
-        self._recorder.instruments.record_tool(
-            tool, record.decision, record.error_type, time.perf_counter() - self.started
-        )
 
-    def _outcome(
-        self,
-        record: ToolCallRecord,
-        tool_known: bool,
-        overridden: bool | None,
-        args: Mapping[str, Any],
-    ) -> dict[str, Any]:
+    def _outcome(self, outcome: Outcome, tool_known: bool) -> None:
         """Everything the call's span learns at its end, set in one go."""
-        result = record.result
-        decision = record.decision
+        span = self.span
+        result = outcome.result
+        decision = outcome.decision
         attrs: dict[str, Any] = {A.RESULT_IS_ERROR: result.is_error}
         if decision is not None:
             attrs[A.DECISION] = decision
             if decision != A.DECISION_SKIP:
-                attrs[A.ARGUMENTS_REWRITTEN] = record.arguments_rewritten
-        if record.deciding_hook is not None:
-            attrs[A.DECISION_HOOK] = record.deciding_hook
-        if record.block_reason is not None:
-            attrs[A.BLOCK_REASON] = record.block_reason
-        if overridden is not None:
-            attrs[A.RESULT_OVERRIDDEN] = overridden
+                attrs[A.ARGUMENTS_REWRITTEN] = outcome.rewritten
+        if outcome.deciding_hook is not None:
+            attrs[A.DECISION_HOOK] = outcome.deciding_hook
+        if outcome.block_reason is not None:
+            attrs[A.BLOCK_REASON] = outcome.block_reason
+        if outcome.overridden is not None:
+            attrs[A.RESULT_OVERRIDDEN] = outcome.overridden
         if result.terminate:
             attrs[A.TERMINATE] = True
-        if record.error_type is not None:
-            attrs[A.ERROR_TYPE] = record.error_type
-            if record.error_type == A.ERR_CANCELLED:
+        error_type = outcome.error_type
+        if error_type is not None:
+            attrs[A.ERROR_TYPE] = error_type
+            if error_type == A.ERR_CANCELLED:
                 attrs[A.CANCELLED] = True
         if self._recorder.content_on_span:
             if tool_known and decision is not None:
-                attrs[A.GEN_AI_TOOL_CALL_ARGUMENTS] = self.content(
-                    to_json_text(dict(args)), A.GEN_AI_TOOL_CALL_ARGUMENTS
+                attrs[A.GEN_AI_TOOL_CALL_ARGUMENTS] = self.text(
+                    to_json_text(dict(outcome.arguments)), A.GEN_AI_TOOL_CALL_ARGUMENTS
                 )
             if not result.is_error:  # an error goes to the status and error.type
-                attrs[A.GEN_AI_TOOL_CALL_RESULT] = self.content(
-                    result.content, A.GEN_AI_TOOL_CALL_RESULT
+                attrs[A.GEN_AI_TOOL_CALL_RESULT] = cap_text(
+                    result.content, self._recorder.max_content_length
                 )
-        if self.redacted:
-            attrs[A.REDACTED_PATHS] = tuple(dict.fromkeys(self.redacted))
-        return attrs
-
-    def end_cancelled(self) -> None:
-        """End the span of a call that an asyncio cancellation from outside stopped."""
-        if self.recording:
-            _mark_error(self.span, A.ERR_CANCELLED, "cancelled")
-            self.span.set_attribute(A.CANCELLED, True)
-        self.span.end()
-
-    def end_failed(self, exc: BaseException) -> None:
-        """End the span of a call the runtime itself failed (a bug in otelhooks)."""
-        if self.recording:
-            self.span.record_exception(exc)
-            _mark_error(self.span, type(exc).__qualname__, f"otelhooks internal error: {exc}")
-        self.span.end()
+        if self.paths:
+            attrs[A.REDACTED_PATHS] = tuple(dict.fromkeys(self.paths))
+        span.set_attributes(attrs)
+        if outcome.failure is not None:
+            _exception(span, outcome.failure, self._recorder.scrubber)
+        if error_type is not None:
+            span.set_status(Status(StatusCode.ERROR, cap_text(result.content, _MAX_STATUS)))
 
 
 class Phase:
-    """The span of one phase of a call (or none, when the call's span does not record)."""
+    """The span of one phase of a call whose span records, started when the phase is entered."""
 
-    __slots__ = ("_call", "_current", "_token", "recording", "span")
+    __slots__ = ("_call", "_current", "_name", "_token", "span")
 
-    def __init__(self, call: CallTrace, span: Span, recording: bool, current: bool) -> None:
+    def __init__(self, call: RecordingCallTrace, name: str, current: bool) -> None:
         self._call = call
-        self.span = span
-        self.recording = recording
+        self._name = name
         self._current = current
+        self.span: Span = trace.INVALID_SPAN
 
     def __enter__(self) -> Phase:
+        context = self._call.context
+        self.span = span = self._call.tracer.start_span(self._name, context)
         if self._current:
-            context = self._call.context
-            if self.recording:
-                context = trace.set_span_in_context(self.span, context)
-            self._token = otel_context.attach(context)
+            self._token = otel_context.attach(trace.set_span_in_context(span, context))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -305,34 +482,29 @@ class Phase:
 
     def fail(self, error_type: str, message: str) -> None:
         """The phase ended the call with an error of its own (no exception to record)."""
-        if self.recording:
-            _mark_error(self.span, error_type, message)
+        _mark_error(self.span, error_type, self._call.text(message, _STATUS, _MAX_STATUS))
 
-    def raised(self, exc: Exception, error_type: str, message: str) -> None:
-        """The handler raised ``exc``; its ``attributes`` (if any) go on the call's span."""
-        if self.recording:
-            self.span.record_exception(exc)
-            _mark_error(self.span, error_type, message)
+    def raised(self, exc: BaseException, error_type: str, message: str) -> None:
+        """The handler raised ``exc`` (``message``: what the model read, scrubbed already); its
+        ``attributes`` (if any) go on the call's span."""
+        _exception(self.span, exc, self._call.scrubber)
+        _mark_error(self.span, error_type, cap_text(message, _MAX_STATUS))
         extra = getattr(exc, "attributes", None)
         if extra:
             self._call.set_attributes(extra)
 
     def cancelled(self, reason: str) -> None:
         """The run's signal stopped the call during this phase."""
-        if self.recording:
-            _mark_error(self.span, A.ERR_CANCELLED, reason)
-            self.span.set_attribute(A.CANCELLED, True)
+        _mark_error(self.span, A.ERR_CANCELLED, reason)
+        self.span.set_attribute(A.CANCELLED, True)
 
     def event(self, name: str, attributes: Mapping[str, Any]) -> None:
         """A span event on the phase."""
-        if self.recording:
-            self.span.add_event(name, attributes)
+        self.span.add_event(name, attributes)
 
     def hooks(self, runs: Sequence[HookRun]) -> None:
         """One event per hook that ran (its decision and duration); a failure also marks the
         phase as an error, with the exception the hook raised."""
-        if not self.recording:
-            return
         span = self.span
         for run in runs:
             attrs: dict[str, Any] = {
@@ -340,25 +512,31 @@ class Phase:
                 A.EVENT_HOOK_DECISION: run.decision,
                 A.EVENT_HOOK_DURATION_MS: round(run.duration_ms, 3),
             }
+            if run.recheck:
+                attrs[A.EVENT_HOOK_RECHECK] = True
             failure = run.failure
             if failure is not None:
-                attrs[A.EVENT_HOOK_ERROR] = str(failure)
+                message = self._call.text(str(failure), A.EVENT_HOOK_ERROR)
+                attrs[A.EVENT_HOOK_ERROR] = message
                 if failure.cause is not None and not isinstance(failure.cause, TimeoutError):
-                    span.record_exception(failure.cause)
-                _mark_error(span, failure.error_type, str(failure))
+                    _exception(span, failure.cause, self._call.scrubber)
+                _mark_error(span, failure.error_type, cap_text(message, _MAX_STATUS))
             span.add_event(A.EVENT_HOOK, attrs)
 
     def progress(self, index: int, update: Any) -> None:
         """The tool reported partial result number ``index`` (its content when captured)."""
-        if not self.recording:
-            return
         attrs: dict[str, Any] = {A.EVENT_PROGRESS_INDEX: index}
-        if self._call.capture_content:
+        if self._call.content_on_span:
             text = update if isinstance(update, str) else to_json_text(update)
-            attrs[A.EVENT_PROGRESS_CONTENT] = self._call.content(text, A.EVENT_PROGRESS)
+            attrs[A.EVENT_PROGRESS_CONTENT] = self._call.text(text, A.EVENT_PROGRESS)
         self.span.add_event(A.EVENT_PROGRESS, attrs)
 
     def callback_failed(self, exc: Exception) -> None:
         """A consumer of the tool's progress raised (recorded; the tool goes on)."""
-        if self.recording:
-            self.span.record_exception(exc)
+        _exception(self.span, exc, self._call.scrubber)
+
+    def reporter(
+        self, call: ToolCall, on_update: Callable[[ToolCall, Any], None] | None
+    ) -> Callable[[Any], None]:
+        """What a tool's progress goes to: a span event and ``on_update``."""
+        return _reporter(self, call, on_update)

@@ -2,7 +2,8 @@
 
 The registry knows nothing of hooks or spans. It turns a Python function into a :class:`Tool`
 (name, description, JSON Schema of the parameters), validates a call's arguments against that
-schema, and runs the handler. Everything else wraps it from outside.
+schema, and runs the handler (:meth:`ToolSet.run`: awaited if async, a sync one inline or in a
+worker thread, a generator's items collected). Everything else wraps it from outside.
 """
 
 from __future__ import annotations
@@ -12,11 +13,12 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
     Any,
+    Final,
     Literal,
     TypedDict,
     TypeVar,
@@ -30,6 +32,7 @@ import pydantic
 from ..telemetry.content import cap_text
 from .cancel import CancelSignal
 from .messages import MediaContent, ToolCall, ToolSpec
+from .threads import WORKERS
 
 if TYPE_CHECKING:
     import jsonschema
@@ -122,7 +125,8 @@ class Tool:
     live. ``prepare_arguments`` normalises the model's raw arguments (a mapping) before they are
     validated (Pi's ``prepareArguments``): use it to accept an old argument shape. ``execution``
     ``"sequential"`` makes the tool run alone: in a parallel batch, the calls before it finish
-    first and the calls after it wait for it.
+    first and the calls after it wait for it. ``context_param`` names the handler's parameter
+    that receives a :class:`ToolContext` (``None`` when it takes none). A tool is immutable.
     """
 
     name: str
@@ -136,7 +140,7 @@ class Tool:
     output_schema: Mapping[str, Any] | None = None
     is_async: bool = field(init=False)
     spec: ToolSpec = field(init=False)
-    _context_param: str | None = field(default=None, repr=False)
+    context_param: str | None = field(default=None, repr=False)
     _model: type[pydantic.BaseModel] | None = field(default=None, repr=False)
     _validator: jsonschema.protocols.Validator | None = field(default=None, repr=False)
     _validate_model: Callable[[Any], pydantic.BaseModel] | None = field(
@@ -181,10 +185,10 @@ class Tool:
         on_attributes: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> Any:
         """Call the handler with validated arguments; returns its value (an awaitable if async)."""
-        if self._context_param is None:
+        if self.context_param is None:
             return self.handler(**args)
         kwargs = dict(args)
-        kwargs[self._context_param] = ToolContext(
+        kwargs[self.context_param] = ToolContext(
             tool_call_id, self.name, signal, on_progress, on_attributes
         )
         return self.handler(**kwargs)
@@ -215,6 +219,27 @@ def decode_arguments(arguments: Mapping[str, Any] | str) -> Mapping[str, Any]:
             _check_depth(arguments)
             break
     return arguments
+
+
+def prepared_arguments(
+    tool: Tool, arguments: Mapping[str, Any] | str
+) -> tuple[Mapping[str, Any] | str, bool]:
+    """A call's raw arguments after the tool's ``prepare_arguments`` (Pi's
+    ``prepareArguments``), and whether it changed them; :class:`InvalidArguments` when it
+    raised or returned no mapping."""
+    prepare = tool.prepare_arguments
+    if prepare is None:
+        return arguments, False
+    raw = decode_arguments(arguments)
+    try:
+        prepared = prepare(dict(raw))
+    except Exception as exc:
+        raise InvalidArguments(f"prepare_arguments failed ({type(exc).__name__}: {exc})") from None
+    if not isinstance(prepared, (Mapping, str)):
+        raise InvalidArguments(
+            f"prepare_arguments returned {type(prepared).__name__}, not a mapping"
+        )
+    return prepared, prepared != raw
 
 
 MAX_ARGUMENT_DEPTH = 32
@@ -342,7 +367,7 @@ def make_tool(fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
             raise ValueError(
                 f"tool {tool_name!r}: invalid parameters schema: {exc.message}"
             ) from None
-        validator = validator_cls(schema)
+        validator = validator_cls(_closed(schema))
     return Tool(
         name=tool_name,
         description=description if description is not None else _description_from(fn),
@@ -353,13 +378,28 @@ def make_tool(fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
         prepare_arguments=options.get("prepare_arguments"),
         execution=options.get("execution", "parallel"),
         output_schema=options.get("output_schema"),
-        _context_param=context_param,
+        context_param=context_param,
         _model=model,
         _validator=validator,
     )
 
 
 _MODEL_CONFIG = pydantic.ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+_SAYS_WHAT_ELSE: Final = ("additionalProperties", "unevaluatedProperties", "patternProperties")
+_COMPOSED: Final = ("allOf", "anyOf", "oneOf", "$ref", "if", "dependentSchemas")
+
+
+def _closed(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """What an explicit parameters schema validates against: as given when it says which other
+    properties it allows, else refusing the properties it does not declare (as a schema derived
+    from a signature does), so a ``**kwargs`` handler never gets an argument nobody declared.
+    A schema that composes others (``allOf``, ``$ref``...) is closed with
+    ``unevaluatedProperties`` (JSON Schema 2019-09 and later; older drafts ignore it)."""
+    if any(key in schema for key in _SAYS_WHAT_ELSE):
+        return dict(schema)
+    if any(key in schema for key in _COMPOSED):
+        return {**schema, "unevaluatedProperties": False}
+    return {**schema, "additionalProperties": False}
 
 
 def _model_for(
@@ -384,26 +424,135 @@ def _model_for(
         raise TypeError(f"tool {tool_name!r}: cannot build its arguments schema: {exc}") from None
 
 
-class ToolRegistry:
-    """Tools by name. Registering a name twice replaces the earlier tool."""
+class ToolSet:
+    """Tools by name, fixed: what one turn of an agent uses (:meth:`ToolRegistry.snapshot`)."""
 
-    def __init__(self, tools: list[Tool] | None = None) -> None:
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
-        self.generation = 0
-        """Changes with every :meth:`add` and :meth:`remove` (what caches of lookups check)."""
+        for t in tools:
+            self._tools[t.name] = t
+
+    def get(self, name: str) -> Tool | None:
+        """The tool registered as ``name``, or ``None``."""
+        return self._tools.get(name)
+
+    def resolve(self, call: ToolCall) -> Tool:
+        """The tool a call names, or :class:`ToolNotFound`."""
+        tool = self.get(call.name) if isinstance(call.name, str) else None
+        if tool is None:
+            raise self.not_found(call.name)
+        return tool
+
+    def not_found(self, name: object) -> ToolNotFound:
+        """The error for a name no tool has: it lists the tools there are, for the model."""
+        shown = cap_text(name if isinstance(name, str) else repr(name), 100)
+        known = ", ".join(sorted(self._tools)) or "none"
+        return ToolNotFound(f"unknown tool {shown!r}; available tools: {known}")
+
+    def specs(self) -> list[ToolSpec]:
+        """The tools as the model sees them (name, description, JSON schema), in order."""
+        return [t.spec for t in self._tools.values()]
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(list(self._tools.values()))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    async def run(
+        self,
+        tool: Tool,
+        args: Mapping[str, Any],
+        *,
+        tool_call_id: str,
+        signal: CancelSignal,
+        on_progress: ProgressCallback | None = None,
+        on_attributes: Callable[[Mapping[str, Any]], None] | None = None,
+        in_thread: bool = False,
+    ) -> Any:
+        """Run the handler and return its value: awaited if async; a sync one inline, or in a
+        worker thread when ``in_thread`` (so that a timeout can fire and other tools keep
+        running). A generator's items are collected into a list, each reported to
+        ``on_progress``."""
+        if tool.is_async or not in_thread:
+            value = tool.call(
+                args,
+                tool_call_id=tool_call_id,
+                signal=signal,
+                on_progress=on_progress,
+                on_attributes=on_attributes,
+            )
+        else:
+            value = await WORKERS.run(
+                functools.partial(
+                    tool.call,
+                    args,
+                    tool_call_id=tool_call_id,
+                    signal=signal,
+                    on_progress=on_progress,
+                    on_attributes=on_attributes,
+                )
+            )
+        kind = type(value)
+        if kind in _PLAIN:
+            return value
+        if tool.is_async or inspect.isawaitable(value):
+            value = await value
+            kind = type(value)
+            if kind in _PLAIN:
+                return value
+        if inspect.isgenerator(value) or inspect.isasyncgen(value):
+            return await _collect(value, on_progress)
+        return value
+
+
+async def _collect(gen: Any, report: ProgressCallback | None) -> list[Any]:
+    """A generator's items, each reported as progress (when there is someone to report to)."""
+    items: list[Any] = []
+    if inspect.isasyncgen(gen):
+        async for item in gen:
+            items.append(item)
+            if report is not None:
+                report(item)
+        return items
+    for item in gen:
+        items.append(item)
+        if report is not None:
+            report(item)
+        await asyncio.sleep(0)  # let timeouts and cancellation in between items
+    return items
+
+
+class ToolRegistry(ToolSet):
+    """Tools by name, to register into. Registering a name twice replaces the earlier tool;
+    :meth:`snapshot` gives the tools as they are now, fixed."""
+
+    def __init__(self, tools: Iterable[Tool] | None = None) -> None:
+        super().__init__()
+        self._snapshot: ToolSet | None = None
         for t in tools or ():
             self.add(t)
 
     def add(self, tool: Tool) -> Tool:
         """Register a built :class:`Tool` (replacing one of the same name)."""
         self._tools[tool.name] = tool
-        self.generation += 1
+        self._snapshot = None
         return tool
 
     def remove(self, name: str) -> Tool | None:
         """Unregister a tool by name; returns it, or ``None`` if there was none."""
-        self.generation += 1
+        self._snapshot = None
         return self._tools.pop(name, None)
+
+    def snapshot(self) -> ToolSet:
+        """The tools registered now, as a :class:`ToolSet` that later registrations leave alone
+        (the same object until the registry changes)."""
+        if self._snapshot is None:
+            self._snapshot = ToolSet(self._tools.values())
+        return self._snapshot
 
     def register(self, fn: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
         """Build a tool from ``fn`` (see :func:`make_tool`) and register it."""
@@ -427,70 +576,3 @@ class ToolRegistry:
             return f
 
         return decorate(fn) if fn is not None else decorate
-
-    def get(self, name: str) -> Tool | None:
-        """The tool registered as ``name``, or ``None``."""
-        return self._tools.get(name)
-
-    def resolve(self, call: ToolCall) -> Tool:
-        """The tool a call names, or :class:`ToolNotFound`."""
-        tool = self._tools.get(call.name) if isinstance(call.name, str) else None
-        if tool is None:
-            raise self.not_found(call.name)
-        return tool
-
-    def not_found(self, name: object) -> ToolNotFound:
-        """The error for a name no tool has: it lists the tools there are, for the model."""
-        shown = cap_text(name if isinstance(name, str) else repr(name), 100)
-        known = ", ".join(sorted(self._tools)) or "none"
-        return ToolNotFound(f"unknown tool {shown!r}; available tools: {known}")
-
-    def specs(self) -> list[ToolSpec]:
-        """The registered tools as the model sees them (name, description, JSON schema), in
-        order."""
-        return [t.spec for t in self._tools.values()]
-
-    def __iter__(self) -> Iterator[Tool]:
-        return iter(list(self._tools.values()))
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
-
-    async def run(
-        self,
-        tool: Tool,
-        args: Mapping[str, Any],
-        *,
-        tool_call_id: str,
-        signal: CancelSignal,
-        on_progress: ProgressCallback | None = None,
-        on_attributes: Callable[[Mapping[str, Any]], None] | None = None,
-        in_thread: bool = False,
-    ) -> Any:
-        """Run the handler: awaited if async; a sync one inline, or in a worker thread when
-        ``in_thread`` (so that a timeout can fire and other tools keep running)."""
-        if tool.is_async or not in_thread:
-            value = tool.call(
-                args,
-                tool_call_id=tool_call_id,
-                signal=signal,
-                on_progress=on_progress,
-                on_attributes=on_attributes,
-            )
-        else:
-            value = await asyncio.to_thread(
-                functools.partial(
-                    tool.call,
-                    args,
-                    tool_call_id=tool_call_id,
-                    signal=signal,
-                    on_progress=on_progress,
-                    on_attributes=on_attributes,
-                )
-            )
-        if tool.is_async or (type(value) not in _PLAIN and inspect.isawaitable(value)):
-            value = await value
-        return value

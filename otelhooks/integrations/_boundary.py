@@ -23,6 +23,7 @@ from opentelemetry.trace import TracerProvider
 from ..core.execute import DEFAULT_TOOL_TIMEOUT, ToolExecutor
 from ..core.hooks import HookChain, Hooks
 from ..core.messages import AgentContext, ToolCall, ToolResult
+from ..core.scrub import Scrubber
 from ..core.tools import ToolOutput, ToolRegistry, make_tool
 from ..telemetry.content import to_json_text
 
@@ -67,7 +68,9 @@ def _text_of(value: Any) -> str:
 class FrameworkBoundary:
     """The executor and the registry of stand-in tools (one per framework tool name, with the
     framework's JSON schema) that a framework adapter runs calls through. Safe for concurrent
-    calls: each call's state lives in its own context, nothing is shared between calls."""
+    calls: each call's state lives in its own context, nothing is shared between calls.
+    ``scrubber`` removes secrets from what the runtime writes (see
+    :class:`~otelhooks.ToolExecutor`)."""
 
     def __init__(
         self,
@@ -78,6 +81,7 @@ class FrameworkBoundary:
         capture_content: Any = None,
         tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
         passthrough: tuple[type[BaseException], ...] = (),
+        scrubber: Scrubber | None = None,
     ) -> None:
         self.registry = ToolRegistry()
         self.hooks = hooks if hooks is not None else Hooks()
@@ -88,6 +92,7 @@ class FrameworkBoundary:
             meter_provider=meter_provider,
             capture_content=capture_content,
             tool_timeout=tool_timeout,
+            scrubber=scrubber,
         )
         self.passthrough = passthrough
         self._schemas: dict[str, tuple[Mapping[str, Any], str, dict[str, Any]]] = {}
@@ -103,8 +108,8 @@ class FrameworkBoundary:
             return  # the same tool definition as last time: nothing to do
         source = schema
         schema = dict(schema)
-        if not allow_extra and schema.get("type", "object") == "object":
-            schema.setdefault("additionalProperties", False)
+        if schema.get("type", "object") == "object":  # say it: a schema that does not is closed
+            schema.setdefault("additionalProperties", allow_extra)
         if known is not None and known[1] == description and known[2] == schema:
             self._schemas[name] = (source, description, schema)
             return

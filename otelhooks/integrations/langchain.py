@@ -28,6 +28,7 @@ from pydantic_core import to_jsonable_python
 
 from ..core.execute import DEFAULT_TOOL_TIMEOUT
 from ..core.hooks import Hooks
+from ..core.scrub import Scrubber
 from ..core.tools import Tool, make_tool
 from ._boundary import FrameworkBoundary
 
@@ -129,6 +130,7 @@ def with_boundary(
     meter_provider: MeterProvider | None = None,
     capture_content: Any = None,
     tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+    scrubber: Scrubber | None = None,
 ) -> list[BaseTool]:
     """``tools`` wrapped so that every call runs through ``hooks`` (one boundary for all)."""
     boundary = FrameworkBoundary(
@@ -137,6 +139,7 @@ def with_boundary(
         meter_provider=meter_provider,
         capture_content=capture_content,
         tool_timeout=tool_timeout,
+        scrubber=scrubber,
     )
     wrapped: list[BaseTool] = []
     for tool in tools:

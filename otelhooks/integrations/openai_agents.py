@@ -32,6 +32,7 @@ from opentelemetry.trace import TracerProvider
 
 from ..core.execute import DEFAULT_TOOL_TIMEOUT
 from ..core.hooks import Hooks
+from ..core.scrub import Scrubber
 from ._boundary import FrameworkBoundary
 
 
@@ -42,6 +43,7 @@ def boundary_for(
     meter_provider: MeterProvider | None = None,
     capture_content: Any = None,
     tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT,
+    scrubber: Scrubber | None = None,
 ) -> FrameworkBoundary:
     """The boundary the wrapped tools share (one per set of hooks)."""
     return FrameworkBoundary(
@@ -51,6 +53,7 @@ def boundary_for(
         capture_content=capture_content,
         tool_timeout=tool_timeout,
         passthrough=(AgentsException,),
+        scrubber=scrubber,
     )
 
 

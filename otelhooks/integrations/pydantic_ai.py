@@ -30,6 +30,7 @@ from pydantic_core import to_jsonable_python
 
 from ..core.execute import DEFAULT_TOOL_TIMEOUT
 from ..core.hooks import Hooks
+from ..core.scrub import Scrubber
 from ._boundary import FrameworkBoundary
 
 PASSTHROUGH: tuple[type[BaseException], ...] = tuple(
@@ -45,7 +46,7 @@ class OtelhooksCapability(AbstractCapability[Any]):
 
     ``hooks`` are the otelhooks hooks (the same object works with the other integrations);
     ``tracer_provider`` and ``meter_provider`` default to the global ones;
-    ``capture_content`` as for :class:`~otelhooks.ToolExecutor`.
+    ``capture_content`` and ``scrubber`` as for :class:`~otelhooks.ToolExecutor`.
     """
 
     hooks: Hooks | None = None
@@ -54,6 +55,7 @@ class OtelhooksCapability(AbstractCapability[Any]):
     meter_provider: MeterProvider | None = None
     capture_content: Any = None
     tool_timeout: float | None = DEFAULT_TOOL_TIMEOUT
+    scrubber: Scrubber | None = None
     id: str | None = "otelhooks"
     boundary: FrameworkBoundary = field(init=False, repr=False)
 
@@ -65,6 +67,7 @@ class OtelhooksCapability(AbstractCapability[Any]):
             capture_content=self.capture_content,
             tool_timeout=self.tool_timeout,
             passthrough=PASSTHROUGH,
+            scrubber=self.scrubber,
         )
 
     @classmethod

@@ -13,8 +13,9 @@ from urllib.parse import urlsplit
 from opentelemetry import trace
 
 from ..core.messages import AssistantMessage, Usage
+from ..telemetry import attributes as A
 
-RETRIES: Final = "otelhooks.chat.retries"
+RETRIES: Final = A.CHAT_RETRIES
 """The chat span attribute: how many times the SDK sent the request again (429, 5xx, network)."""
 
 _ATTEMPTS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(

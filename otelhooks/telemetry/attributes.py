@@ -41,6 +41,9 @@ GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
 GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
 ERROR_TYPE: Final = "error.type"
+EXCEPTION_MESSAGE: Final = "exception.message"
+EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"  # a metric point's attribute: input | output
 SERVER_ADDRESS: Final = "server.address"
 SERVER_PORT: Final = "server.port"
 NETWORK_TRANSPORT: Final = "network.transport"
@@ -52,6 +55,7 @@ MCP_SESSION_ID: Final = "mcp.session.id"
 MCP_PROTOCOL_VERSION: Final = "mcp.protocol.version"
 MCP_RESOURCE_URI: Final = "mcp.resource.uri"
 JSONRPC_REQUEST_ID: Final = "jsonrpc.request.id"
+MCP_DISCOVERY: Final = "otelhooks.mcp.discovery"  # "unsupported" on a probe the server lacks
 JSONRPC_PROTOCOL_VERSION: Final = "jsonrpc.protocol.version"
 RPC_RESPONSE_STATUS_CODE: Final = "rpc.response.status_code"
 GEN_AI_PROMPT_NAME: Final = "gen_ai.prompt.name"
@@ -92,10 +96,13 @@ TERMINATE: Final = "otelhooks.terminate"
 ARGUMENTS_PREPARED: Final = "otelhooks.arguments.prepared"
 # otelhooks' own attributes of MCP calls through the proxy.
 MCP_UPSTREAM: Final = "otelhooks.mcp.upstream"  # the upstream that served the call
-MCP_DISCOVERY: Final = "otelhooks.mcp.discovery"  # "unsupported": a probe the server lacks
 MCP_SESSIONS_REFUSED: Final = "otelhooks.mcp.sessions.refused"  # why a new session was refused
 IDENTITY_VIA: Final = "otelhooks.identity.via"  # jwt | token | stdio | loopback
 IDENTITY_RULE: Final = "otelhooks.identity.rule"  # the [[identity]] rule that applied
+CHAT_RETRIES: Final = "otelhooks.chat.retries"  # times the SDK sent a chat request again
+TOOL_OUTCOME: Final = "otelhooks.tool.outcome"  # a tool metric point's: allow | block | error
+LOG_PREFIX: Final = "log."  # a log event mirrored to its span: each field as log.<field>
+LOG_LEVEL: Final = "log.level"
 
 # Span events.
 EVENT_HOOK: Final = "otelhooks.hook"
@@ -107,6 +114,7 @@ EVENT_HOOK_NAME: Final = "otelhooks.hook.name"
 EVENT_HOOK_DECISION: Final = "otelhooks.hook.decision"
 EVENT_HOOK_DURATION_MS: Final = "otelhooks.hook.duration_ms"
 EVENT_HOOK_ERROR: Final = "otelhooks.hook.error"
+EVENT_HOOK_RECHECK: Final = "otelhooks.hook.recheck"  # it ran again on rewritten arguments
 EVENT_PROGRESS_CONTENT: Final = "otelhooks.tool.progress.content"
 EVENT_PROGRESS_INDEX: Final = "otelhooks.tool.progress.index"
 

@@ -31,8 +31,8 @@ TOKEN_BUCKETS: Final = (
     1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864,
 )  # fmt: skip
 
-TOOL_OUTCOME: Final = "otelhooks.tool.outcome"
-GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+TOOL_OUTCOME: Final = A.TOOL_OUTCOME
+GEN_AI_TOKEN_TYPE: Final = A.GEN_AI_TOKEN_TYPE
 
 
 class Instruments:

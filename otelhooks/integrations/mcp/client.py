@@ -283,8 +283,8 @@ def strict_schema(schema: Mapping[str, Any], allow_extra: bool) -> dict[str, Any
     """``inputSchema`` as arguments are validated against: an object schema that does not say
     otherwise refuses properties it does not name, unless ``allow_extra``."""
     out = dict(schema)
-    if not allow_extra and out.get("type", "object") == "object":
-        out.setdefault("additionalProperties", False)
+    if out.get("type", "object") == "object":  # said either way: an unsaid one is closed
+        out.setdefault("additionalProperties", allow_extra)
     out.setdefault("type", "object")
     return out
 
@@ -522,6 +522,12 @@ class MCPServerTools:
     def connected(self) -> bool:
         """Whether the connection to the server is up."""
         return self._client is not None and self._owner is not None and not self._owner.done()
+
+    @property
+    def server_capabilities(self) -> mcp_types.ServerCapabilities | None:
+        """What the server declared (``None`` when not connected)."""
+        client = self._client
+        return client.server_capabilities if client is not None else None
 
     @property
     def protocol_version(self) -> str | None:

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ValidationError
 from ...builtin import RedactionHook, StructlogEvents
 from ...builtin.audit import AuditLog
 from ...core import (
+    NO_SCRUBBING,
     AgentContext,
     Hooks,
     ToolCall,
@@ -236,6 +237,7 @@ class Gateway:
             capture=capture_from_env(),
             max_content_length=4096,
             instruments=Instruments(None),
+            scrubber=self.policy.redactor if self.policy.redaction else NO_SCRUBBING,
         )
         self.tracer = trace.get_tracer("otelhooks.mcp.proxy", tracer_provider=tracer_provider)
         self._shown: dict[tuple[Grant, str], bool] = {}
@@ -409,8 +411,7 @@ class Gateway:
             if name not in executor.registry or not self.shows_tool(grant, name):
                 # The policy's own hooks block it (their reason is on the span and in the audit
                 # log); were none to, it is skipped: a hidden tool never runs either way.
-                if prepared.result is None:
-                    executor.skip_prepared(prepared, "not a tool this caller may see")
+                executor.skip_prepared(prepared, "not a tool this caller may see")
                 answer = ToolAnswer(error=unknown_tool(name))
             else:
                 answer = ToolAnswer(result=wire_result(await executor.finish(prepared)))

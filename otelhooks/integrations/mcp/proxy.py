@@ -28,6 +28,7 @@ from mcp.server.lowlevel import Server
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from opentelemetry.trace import TracerProvider
 
+from ...telemetry import attributes as A
 from .access import Caller
 from .auth import LOOPBACK, Identity, JWTVerifier, TokenFileVerifier
 from .gateway import Gateway, ProxyStartError, Refused
@@ -38,7 +39,7 @@ from .upstreams import SessionLimit, UpstreamSet
 
 __all__ = ["MCPProxy", "ProxyStartError", "is_loopback"]
 
-_START_ATTRS: Final[dict[str, Any]] = {"mcp.method.name": "proxy/start"}
+_START_ATTRS: Final[dict[str, Any]] = {A.MCP_METHOD_NAME: "proxy/start"}
 _LOOPBACK_HOSTS: Final = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 
 

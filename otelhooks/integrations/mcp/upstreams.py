@@ -400,8 +400,7 @@ class UpstreamSet:
 
     def capabilities(self, server: MCPServerTools) -> mcp_types.ServerCapabilities | None:
         """What an upstream declared (``None`` when it is not connected)."""
-        client = server._client
-        return client.server_capabilities if client is not None else None
+        return server.server_capabilities
 
     def offering(self, what: str) -> list[MCPServerTools]:
         """The connected upstreams that declared ``what`` (``resources``, ``prompts``...)."""
