@@ -24,7 +24,7 @@ from otelhooks import ToolCall
 from otelhooks.builtin import ToolDenyList
 
 NAME = "hooks"
-NUMBER = "15"
+NUMBER = "16"
 TITLE = "The hook machinery with tracing off: two hooks, by hand, and the Agent Governance Toolkit"
 
 DENIED = ["shell", "delete_*", "drop_table"]

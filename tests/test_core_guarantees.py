@@ -19,6 +19,7 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from otelhooks import (
+    NO_SCRUBBING,
     AfterToolCallContext,
     AssistantMessage,
     BeforeToolCallContext,
@@ -526,12 +527,20 @@ async def test_a_tool_pattern_typo_never_lets_the_tool_it_meant_run() -> None:
 
 async def test_a_redaction_hook_without_a_scrubber_is_refused(registry: ToolRegistry) -> None:
     hooks = Hooks([RedactionHook(Redactor())])
-    executor = ToolExecutor(registry, hooks)
+    executor = ToolExecutor(registry, hooks, scrubber=NO_SCRUBBING)  # scrubbing turned off
     with pytest.raises(ValueError, match="scrubber="):
         await executor.execute(ToolCall("c", "echo", {"text": "hi"}))
-    agent = Agent(ScriptedProvider([AssistantMessage(text="ok")]), hooks=hooks)
+    agent = Agent(
+        ScriptedProvider([AssistantMessage(text="ok")]), hooks=hooks, scrubber=NO_SCRUBBING
+    )
     with pytest.raises(ValueError, match="scrubber="):
         await agent.run("go")
+    for default_or_given in (None, Redactor()):  # a runtime given none has the default
+        assert (
+            await ToolExecutor(registry, hooks, scrubber=default_or_given).execute(
+                ToolCall("c", "echo", {"text": "hi"})
+            )
+        ).content == "hi"
     redactor = Redactor()
     assert (
         await ToolExecutor(registry, hooks, scrubber=redactor).execute(

@@ -104,8 +104,8 @@ def test_demo_traces_arrive_in_jaeger(jaeger: Collector, protocol: str) -> None:
     assert FAKE_API_KEY not in stored
     assert "[REDACTED:openai_api_key]" not in stored  # content capture is off: no result at all
     redaction = trace_with(traces, "invoke_agent demo-redaction")
-    after = span_named(redaction, "after")
-    assert tags(after)["otelhooks.redacted.paths"] is not None
+    tool = span_named(redaction, "execute_tool environment")  # the executor's scrubber
+    assert tags(tool)["otelhooks.redacted.paths"] is not None
 
 
 def test_captured_content_is_scrubbed_before_it_reaches_jaeger(jaeger: Collector) -> None:

@@ -72,6 +72,8 @@ async def test_host_proxy_and_server_spans_are_one_trace_in_jaeger(
 name = "time"
 command = {json.dumps([str(instrument), *time_command()])}
 env = {{ OTEL_SERVICE_NAME = "{server_service}" }}
+inherit_env = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_*_EXPORTER",
+               "OTEL_BSP_SCHEDULE_DELAY"]
 """
     )
     env = {

@@ -222,7 +222,10 @@ def _phase_spans(tool: Any, hooks: list[Any], args: dict[str, Any]) -> str:
     registry = ToolRegistry()
     registry.tool(tool, parameters=COUNT_SCHEMA)
     executor = ToolExecutor(
-        registry, Hooks([RedactionHook(redactor), *hooks]), tracer_provider=tracing.provider
+        registry,
+        Hooks([RedactionHook(redactor), *hooks]),
+        tracer_provider=tracing.provider,
+        scrubber=redactor,
     )
     asyncio.run(executor.execute(ToolCall("c1", tool.__name__, args)))
     return "\n".join(s.to_json() for s in tracing.spans())
@@ -248,11 +251,6 @@ def takes_a_number(count: int) -> str:
 COUNT_SCHEMA = {"type": "object", "properties": {"count": {"type": "integer"}}}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the phase spans' error messages are written by the core; they go through the "
-    "scrubber once the core calls it for every text it writes ('One path through the core')",
-)
 @pytest.mark.parametrize(
     ("tool", "hooks", "args"),
     [

@@ -16,7 +16,7 @@ from typing import Any
 
 import structlog
 
-from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry, setup_tracing
+from otelhooks import NO_SCRUBBING, Hooks, ToolCall, ToolExecutor, ToolRegistry, setup_tracing
 from otelhooks.builtin import RedactionHook, Redactor, StructlogEvents
 from otelhooks.builtin.secret_rules import fill
 from otelhooks.telemetry import attributes as A
@@ -68,6 +68,11 @@ def test_without_the_hook_and_with_redaction_turned_off_the_same_example_leaks(
     """The test above can fail: what it checks for is there when redaction is off."""
     code = readme_example().replace("hooks.add(RedactionHook())", "pass")
     code = code.replace('service_name="my-agent")', 'service_name="my-agent", redactor=False)')
+    off = "tracer_provider=tracing.provider, scrubber=NO_SCRUBBING)"
+    code = code.replace("tracer_provider=tracing.provider)", off).replace(
+        "import asyncio\n", "import asyncio\nfrom otelhooks import NO_SCRUBBING\n", 1
+    )
+    assert "scrubber=NO_SCRUBBING" in code
     assert PASSWORD in run_example(code, tmp_path)
 
 
@@ -79,8 +84,12 @@ def _call_returning(secret: str, tracer_provider: Any, **hook_options: Any) -> A
         """Return a secret."""
         return f"token {secret}"
 
-    executor = ToolExecutor(
-        registry, Hooks(**hook_options), tracer_provider=tracer_provider, capture_content=True
+    executor = ToolExecutor(  # no scrubber of its own: what reaches the spans is the set-up's
+        registry,
+        Hooks(**hook_options),
+        tracer_provider=tracer_provider,
+        capture_content=True,
+        scrubber=NO_SCRUBBING,
     )
     return asyncio.run(executor.execute(ToolCall("c1", "emit", {})))
 
