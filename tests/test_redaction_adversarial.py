@@ -202,12 +202,6 @@ def test_details_a_later_hook_overrides_are_redacted_again() -> None:
     assert_removed(TOKEN, seen)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the core to scrub the final result once, after every after-hook (the "
-    "scrubber protocol of 'One path through the core'); the hook cannot see a later in-place "
-    "change",
-)
 def test_details_a_later_hook_changes_in_place_are_redacted_again() -> None:
     seen = channels({"ok": True}, extra_hooks=[AddsToDetails(in_place=True)])
     assert_removed(TOKEN, seen)

@@ -324,15 +324,23 @@ async def run_after_chain(
     rescrub: Callable[[ToolResult, ToolResult], ToolResult],
 ) -> AfterVerdict | Interrupted:
     """Run the after-hooks in order, each seeing the result as overridden so far; an override is
-    passed through ``rescrub(new, old)`` before anything else sees it."""
+    passed through ``rescrub(new, old)`` before anything else sees it. A result's ``details``
+    (when they are not an immutable scalar) reach each hook as a deep copy: a hook changes them
+    by returning an override, never in place behind the scrubber's back."""
     runs: list[HookRun] = []
     result = ctx.result
     overridden = False
     for hook in hooks:
         assert hook.after is not None
         start = time.perf_counter()
+        details = result.details
+        seen = (
+            ctx
+            if type(details) in _IMMUTABLE
+            else replace(ctx, result=replace(result, details=copy.deepcopy(details)))
+        )
         try:
-            value = await call_hook(hook, hook.after, ctx, signal)
+            value = await call_hook(hook, hook.after, seen, signal)
             if value is None:
                 runs.append(HookRun(hook.name, "keep", _ms_since(start)))
                 continue
