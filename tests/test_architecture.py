@@ -100,39 +100,7 @@ def test_the_graph_is_read_from_real_imports() -> None:
 
 
 def test_no_import_circle_anywhere_in_the_package() -> None:
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    circles: list[list[str]] = []
-
-    def visit(node: str) -> None:  # Tarjan's strongly connected components
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for dep in GRAPH.get(node, {}):
-            if dep not in MODULES:
-                continue
-            if dep not in index:
-                visit(dep)
-                low[node] = min(low[node], low[dep])
-            elif dep in on_stack:
-                low[node] = min(low[node], index[dep])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                circles.append(sorted(component))
-
-    for module in sorted(GRAPH):
-        if module not in index:
-            visit(module)
-    assert not circles, circles
+    assert _circles({name: set(deps) for name, deps in GRAPH.items()}) == []
 
 
 def _violations(package: str, allowed: list[str]) -> list[str]:
@@ -265,6 +233,7 @@ def _targets(name: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (Tarjan's strongly connected components)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
