@@ -120,6 +120,7 @@ TOKEN_CASES: list[Case] = [
     case("heroku_api_key", "HRKU-{s60}", "HRKU-1"),
     case("flyio_token", "fo1_{s43}", "fo1_short"),
     case("netlify_token", "nfp_{a36}", "nfp_short"),
+    case("otelhooks_token", "ohk_{s43}", "ohk_ is the prefix of gateway tokens"),
     case("cloudflare_origin_ca_key", "v1.0-{h24}-{h146}", "v1.0-beta release notes"),
     case("tailscale_key", "tskey-auth-{a10}CNTRL-{a30}", "tskey-auth is the prefix"),
     case("vault_token", "hvs.{s90}", "hvs.short"),

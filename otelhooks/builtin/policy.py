@@ -15,7 +15,7 @@ import re
 import threading
 import unicodedata
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import PurePosixPath
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
@@ -168,6 +168,28 @@ class _ArgumentGuard:
         raise NotImplementedError
 
 
+def check_guards(
+    guards: Iterable[Any], tools: Sequence[ToolLike]
+) -> tuple[list[str], dict[str, list[str]]]:
+    """Each guard of ``guards`` (objects with ``check_tools``; others are skipped) against the
+    tools there are: the errors (a guard that would guard nothing: refuse to start) and, per
+    tool, notes on the arguments a guard should check and does not (its calls are blocked)."""
+    errors: list[str] = []
+    notes: dict[str, list[str]] = {}
+    for guard in guards:
+        if not isinstance(guard, _ArgumentGuard):
+            continue
+        errors.extend(guard.check_tools(tools))
+        for tool in tools:
+            missed = guard.uncovered(tool) if guard.applies_to(tool.name) else ()
+            if missed:
+                notes.setdefault(tool.name, []).append(
+                    f"{guard.name} on {guard.argument!r} does not check "
+                    f"{', '.join(missed)}: its calls are blocked"
+                )
+    return errors, notes
+
+
 class PathGuard(_ArgumentGuard):
     """A path argument must name something under ``root``, as the tool's server will resolve
     it.
@@ -295,9 +317,14 @@ class UrlHostGuard(_ArgumentGuard):
     name = "url_host_guard"
 
     def __init__(
-        self, argument: str, hosts: Iterable[str], *, tools: Iterable[str] | None = None
+        self,
+        argument: str,
+        hosts: Iterable[str],
+        *,
+        tools: Iterable[str] | None = None,
+        arguments: Iterable[str] = (),
     ) -> None:
-        super().__init__(argument, tools)
+        super().__init__(argument, tools, arguments)
         self.hosts = tuple(h.lower() for h in hosts)
 
     def check(self, value: Any) -> str | None:
@@ -328,8 +355,9 @@ class ArgumentPattern(_ArgumentGuard):
         *,
         description: str | None = None,
         tools: Iterable[str] | None = None,
+        arguments: Iterable[str] = (),
     ) -> None:
-        super().__init__(argument, tools)
+        super().__init__(argument, tools, arguments)
         self.regex = re.compile(regex)
         self.description = description or f"match {regex!r}"
 

@@ -191,6 +191,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
         "fm2",
     ),
     _prefixed("netlify_token", "nfp_", r"[A-Za-z0-9]{36,}"),
+    # otelhooks' own gateway tokens (otelhooks mcp token add): ohk_ and 43 URL-safe base64
+    _prefixed("otelhooks_token", "ohk_", r"[A-Za-z0-9_-]{40,}"),
     _p(
         "cloudflare_origin_ca_key",
         r"(?<![A-Za-z0-9])v1\.0-[a-f0-9]{24}-[a-f0-9]{146}",

@@ -101,7 +101,7 @@ def derive_key(secret: bytes, purpose: str) -> bytes:
     return hmac.new(secret, b"otelhooks key for: " + purpose.encode(), hashlib.sha256).digest()
 
 
-def pseudonym(key: bytes, *parts: str | None, length: int = 32) -> str:
+def pseudonym(key: bytes, *parts: str | None, length: int = 16) -> str:
     """A stable pseudonym of a person or client named by ``parts`` (issuer, subject, …): the
     first ``length`` hex digits of their keyed digest. Without the key it cannot be reversed by
     trying names."""

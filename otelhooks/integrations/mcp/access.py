@@ -126,7 +126,9 @@ class IdentityRules:
         identity = caller.identity if caller is not None else None
         tool = ctx.tool_call.name
         rule = self.rule_for(identity)
-        who = identity.label if identity is not None else "an unknown caller"
+        # The reason reaches the host, spans and logs: it never names the caller (who may be
+        # shown only as a pseudonym there), and the caller knows who it is.
+        who = "the caller" if identity is not None else "an unknown caller"
         if rule is None:
             if self.unmatched == "allow":
                 return None
@@ -146,7 +148,7 @@ class IdentityRules:
         return None
 
     def _count(self, rule: IdentityRule, identity: Identity | None) -> str | None:
-        key = f"{rule.name}\x1f{identity.digest() if identity is not None else ''}"
+        key = f"{rule.name}\x1f{identity.principal if identity is not None else ''}"
         now = time.monotonic()
         with self._lock:
             usage = self._usage.setdefault(key, _Usage())

@@ -66,7 +66,9 @@ from opentelemetry.trace import TracerProvider
 from pydantic import BaseModel, ValidationError
 
 from ...builtin import RedactionHook, StructlogEvents
-from ...builtin.audit import AuditLog
+from ...builtin.audit import AuditKeys, AuditLog, AuditLogError, load_secret
+from ...builtin.policy import check_guards
+from ...builtin.store import default_store_file
 from ...core import (
     DEFAULT_TOOL_TIMEOUT,
     AgentContext,
@@ -82,9 +84,17 @@ from ...telemetry import attributes as A
 from ...telemetry.content import capture_from_env
 from ...telemetry.instruments import Instruments
 from .access import CALLER, Caller, IdentityRules
-from .auth import LOCAL_STDIO, LOOPBACK, Identity, JWTVerifier, TokenFileVerifier
+from .auth import (
+    LOCAL_STDIO,
+    LOOPBACK,
+    VIA_CLAIM,
+    GatewayVerifier,
+    Identity,
+    LoginRefusals,
+    RefusalAudit,
+)
 from .client import MCPServerTools, progress_to, rebuilt_result, wire_result
-from .pinning import Pinning, PinStore, default_pin_file, upstream_key
+from .pinning import Pinning, open_pins, pin_scope, upstream_key
 from .policy import ProxyPolicy, UpstreamConfig
 from .session_trace import SessionTraces
 from .upstreams import Callbacks, HostProfile, UpstreamSet
@@ -173,7 +183,12 @@ class MCPProxy:
             if self.policy.identities and self.policy.auth is not None
             else None
         )
+        self.verifier = GatewayVerifier.of(self.policy.auth) if self.policy.auth else None
         self.audit = self._audit()
+        self.refusals = LoginRefusals(self.audit.append if self.audit is not None else None)
+        self._pseudonym_key = self._pseudonyms()
+        self._guards: list[Any] = []
+        self.guard_notes: dict[str, list[str]] = {}
         self.hooks = self._hooks(hooks)
         self.recorder = ToolCallRecorder(
             tracer_provider,
@@ -201,19 +216,51 @@ class MCPProxy:
         config = self.policy.pinning
         if not config.enabled:
             return None
-        store = PinStore(config.file or default_pin_file())
+        store = open_pins(self.policy.store.file)
+        if config.import_file:
+            count = store.import_file(config.import_file)
+            if count:
+                logger.info("imported %d pins of %s into the store", count, config.import_file)
         return Pinning(store, approved=config.approve, new_tools=config.new_tools)
 
     def _audit(self) -> AuditLog | None:
+        """The audit log; its secret from ``key_env`` (then taken out of this process's
+        environment, so that no upstream inherits it), else its key file."""
         config = self.policy.audit
         if config is None:
             return None
-        key = os.environ.get(config.key_env, "").encode() if config.key_env else None
-        if config.key_env and not key:
-            raise ProxyStartError(
-                f"{self.policy.source}: [audit] key_env names {config.key_env}, which is not set"
+        secret = None
+        if config.key_env:
+            secret = os.environ.pop(config.key_env, "").encode() or None
+            if secret is None:
+                raise ProxyStartError(
+                    f"{self.policy.source}: [audit] key_env names {config.key_env}, which is "
+                    "not set"
+                )
+        try:
+            return AuditLog(
+                config.file,
+                fields=self._audit_fields,
+                secret=secret,
+                key_file=config.key_file,
+                fsync=config.fsync,
+                record_gap=config.record_gap,
             )
-        return AuditLog(config.file, fields=self._audit_fields, key=key, fsync=config.fsync)
+        except AuditLogError as exc:
+            raise ProxyStartError(str(exc)) from None
+
+    def _pseudonyms(self) -> bytes:
+        """The key of the pseudonyms telemetry shows (``user.hash``): the audit log's, else one
+        kept beside the store."""
+        if self.audit is not None:
+            return self.audit.keys.pseudonym
+        if self.policy.auth is None or self.policy.auth.identity_in_telemetry != "hash":
+            return b"unused"
+        store = self.policy.store.file or default_store_file()
+        try:
+            return AuditKeys.of(load_secret(f"{store}.key")).pseudonym
+        except AuditLogError as exc:
+            raise ProxyStartError(str(exc)) from None
 
     def _hooks(self, extra: Iterable[Any]) -> Hooks:
         """Pinning first (a changed tool never runs), then the identity rules, redaction, the
@@ -237,6 +284,11 @@ class MCPProxy:
             )
         for hook in extra:
             hooks.add(hook)
+        self._guards = [
+            *(spec.hook for spec in policy.hook_specs()),
+            *(guard for rule in policy.identities for guard in rule.guards),
+            *extra,
+        ]
         hooks.add(observe=self._caller_attributes, name="caller")
         hooks.add(StructlogEvents())
         if self.audit is not None:
@@ -276,7 +328,33 @@ class MCPProxy:
                 ) from None
         for warning in caught:
             logger.warning("%s: %s", self.policy.source, warning.message)
+        self._check_guards()
         return unmatched
+
+    def _check_guards(self) -> None:
+        """Refuse a guard whose argument no tool it applies to takes; note the tools whose
+        path-like arguments a guard leaves unchecked (their calls are blocked); check the
+        paths of URL upstreams' tools lexically (they mean nothing on this filesystem)."""
+        base = self.base
+        if base is None:
+            return
+        tools = list(base.registry)
+        remote = [
+            entry.name
+            for config in self.configs
+            if config.url is not None
+            for entry in base.servers[config.name].listings
+        ]
+        for guard in self._guards:
+            lexical_for = getattr(guard, "lexical_for", None)
+            if remote and lexical_for is not None:
+                lexical_for(remote)
+        errors, self.guard_notes = check_guards(self._guards, tools)
+        if errors:
+            raise ProxyStartError(f"{self.policy.source}: {'; '.join(errors)}")
+        for tool, notes in self.guard_notes.items():
+            for note in notes:
+                logger.warning("%s: %s: %s", self.policy.source, tool, note)
 
     async def close(self) -> None:
         """Stop every upstream session, and close the audit log."""
@@ -285,6 +363,7 @@ class MCPProxy:
             *(s.close() for s in sets.values() if s is not None), return_exceptions=True
         )
         await asyncio.gather(*self._closing, return_exceptions=True)
+        self.refusals.close()
         if self.audit is not None:
             self.audit.close()
 
@@ -420,7 +499,7 @@ class MCPProxy:
         for config in self.configs:
             server = uset.servers[config.name]
             key = upstream_key(config.name, config.url or " ".join(config.command))
-            self.pinning.review(key, [(e.name, e.listing) for e in server.listings])
+            self.pinning.review(key, [(e.name, e.listing) for e in server.listings], owner=uset)
 
     # -- serving -----------------------------------------------------------------------------
 
@@ -569,27 +648,25 @@ class MCPProxy:
         security = TransportSecuritySettings(
             enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
         )
-        verifier: Any = None
         settings = None
         if auth is not None:
-            verifier = _verifier(auth)
             resource = auth.resource or f"http://{host}:{port}{path}"
-            jwt_mode = auth.issuer is not None
-            settings = AuthSettings(
+            settings = AuthSettings(  # RFC 9728 metadata and resource_metadata, tokens or JWTs
                 issuer_url=auth.issuer or resource,
-                resource_server_url=resource if jwt_mode else None,
+                resource_server_url=resource,
                 required_scopes=list(auth.required_scopes) or None,
-                validate_token_resource=False if jwt_mode else None,
+                validate_token_resource=False,  # the JWT verifier checks the audience
             )
             self._authenticated = True
-        return self.server().streamable_http_app(
+        app = self.server().streamable_http_app(
             streamable_http_path=path,
             host=host,
             json_response=http.responses == "json",
             transport_security=security,
             auth=settings,
-            token_verifier=verifier,
+            token_verifier=self.verifier,
         )
+        return RefusalAudit(app, self.refusals) if auth is not None else app
 
     def _all_sets(self) -> list[UpstreamSet]:
         sets = {id(s): s for s in (self.base, *self._keyed.values(), *self._host_sets.values())}
@@ -609,7 +686,7 @@ class MCPProxy:
         user = scope.get("user")
         token = getattr(user, "access_token", None)
         if token is not None:
-            via = str((token.claims or {}).get(_VIA_CLAIM, "jwt"))
+            via = str((token.claims or {}).get(VIA_CLAIM, "jwt"))
             return Identity.of(token, via), session_id, "tcp"
         return LOOPBACK, session_id, "tcp"
 
@@ -644,7 +721,7 @@ class MCPProxy:
             if identity.groups:
                 attrs[USER_ROLES] = identity.groups
         elif mode == "hash":
-            attrs[USER_HASH] = identity.digest()
+            attrs[USER_HASH] = identity.pseudonym(self._pseudonym_key)
         return attrs
 
     def _audit_fields(self, record: ToolCallRecord) -> dict[str, Any]:
@@ -674,7 +751,7 @@ class MCPProxy:
             for entry in server.listings:
                 if self.policy.denies(entry.name) and not self.policy.list_denied:
                     continue
-                if self.pinning is not None and self.pinning.refused(entry.name):
+                if self.pinning is not None and self.pinning.refused(entry.name, uset):
                     continue
                 rules = self.identity_rules
                 if rules is not None and not rules.allows(identity, entry.name):
@@ -706,6 +783,7 @@ class MCPProxy:
         self._in_flight.append(host)
         try:
             with (
+                pin_scope(uset),
                 progress_to(forward_progress),
                 structlog.contextvars.bound_contextvars(
                     **{k.replace(".", "_"): v for k, v in log_fields.items()}
@@ -1010,45 +1088,6 @@ class MCPProxy:
 
 _START_ATTRS: dict[str, Any] = {"mcp.method.name": "proxy/start"}
 _LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
-_VIA_CLAIM = "otelhooks.via"
-
-
-class _TaggedTokenFile(TokenFileVerifier):
-    async def verify_token(self, token: str) -> Any:
-        found = await super().verify_token(token)
-        if found is not None:
-            found.claims = {**(found.claims or {}), _VIA_CLAIM: "token"}
-        return found
-
-
-class _Verifiers:
-    """The token verifiers of ``[auth]``, tried in turn (JWTs, then the token file)."""
-
-    def __init__(self, verifiers: Sequence[Any]) -> None:
-        self.verifiers = list(verifiers)
-
-    async def verify_token(self, token: str) -> Any:
-        for verifier in self.verifiers:
-            found = await verifier.verify_token(token)
-            if found is not None:
-                return found
-        return None
-
-
-def _verifier(auth: Any) -> _Verifiers:
-    verifiers: list[Any] = []
-    if auth.issuer is not None:
-        verifiers.append(
-            JWTVerifier(
-                auth.jwks_url,
-                issuer=auth.issuer,
-                audience=list(auth.audience),
-                groups_claim=auth.groups_claim,
-            )
-        )
-    if auth.tokens is not None:
-        verifiers.append(_TaggedTokenFile(auth.tokens))
-    return _Verifiers(verifiers)
 
 
 def call_tool_result(result: ToolResult) -> mcp_types.CallToolResult:

@@ -62,7 +62,7 @@ from .client import (
     tool_name,
     wire_result,
 )
-from .pinning import upstream_key
+from .pinning import pin_scope, upstream_key
 from .policy import UpstreamConfig
 from .session_trace import CALLS
 
@@ -410,7 +410,7 @@ class StdioRelay:
         proxy, policy = self.proxy, self.proxy.policy
         if policy.denies(name) and not policy.list_denied:
             return False
-        if proxy.pinning is not None and proxy.pinning.refused(name):
+        if proxy.pinning is not None and proxy.pinning.refused(name, self):
             return False
         rules = proxy.identity_rules
         return rules is None or rules.allows(LOCAL_STDIO, name)
@@ -470,7 +470,8 @@ class StdioRelay:
             self.registry.add(self._make_tool(registered, model))
         pinning = self.proxy.pinning
         if pinning is not None:
-            pinning.review(upstream_key(self.config.name, " ".join(self.config.command)), models)
+            key = upstream_key(self.config.name, " ".join(self.config.command))
+            pinning.review(key, models, owner=self)
         return out
 
     def _make_tool(self, registered: str, listing: mcp_types.Tool) -> Any:
@@ -499,7 +500,7 @@ class StdioRelay:
         span = self._server_span("tools/call", message)
         host = _HOST_REQUEST.set((request_id, meta))
         try:
-            with trace.use_span(span, end_on_exit=False):
+            with trace.use_span(span, end_on_exit=False), pin_scope(self):
                 await self._known(str(name))
                 link = self._session_link()
                 prepared = await self.executor.prepare(
