@@ -41,7 +41,7 @@ from typing import Any, Final
 
 import mcp.types as mcp_types
 
-from ...builtin.store import SQLiteStore, Store, StoreError, default_store_file
+from ...builtin.store import Pin, SQLiteStore, Store, StoreError, default_store_file
 from ...core import BeforeDecision, BeforeToolCallContext, block
 from ...core import digest as canonical
 
@@ -211,10 +211,20 @@ class Pinning:
                     changes.append(change)
         return changes
 
-    def _judge(self, state: _Owner, registered: str, seen: _Seen) -> Change | None:
+    def _judge(
+        self,
+        state: _Owner,
+        registered: str,
+        seen: _Seen,
+        pins: Mapping[tuple[str, str], Pin] | None = None,
+    ) -> Change | None:
         store = self.store.store
         approved = self.approved.get(registered) == seen.digest
-        pin = store.get_pin(seen.upstream, seen.tool)
+        pin = (
+            store.get_pin(seen.upstream, seen.tool)
+            if pins is None
+            else pins.get((seen.upstream, seen.tool))
+        )
         if pin is None:
             if self.new_tools == "block" and not approved:
                 if registered not in state.blocked:
@@ -258,7 +268,8 @@ class Pinning:
     # -- the store moving under us -------------------------------------------------------------
 
     def _refresh(self) -> None:
-        """Lift the blocks the store now approves (when its generation moved)."""
+        """Judge every listing seen again when the store's generation moved: lift the blocks
+        it now approves, and hold back what no longer matches a pin approved since."""
         now = time.monotonic()
         if now - self._checked < self.refresh:
             return
@@ -272,12 +283,15 @@ class Pinning:
             return
         with self._lock:
             self._generation = generation
+            try:
+                pins = {(p.upstream, p.tool): p for p in self.store.store.pins()}
+            except (StoreError, OSError, ValueError) as exc:
+                logger.error("pin store: %s", exc)
+                return
             for state in list(self._owners.values()):
-                for registered in list(state.blocked):
-                    seen = state.seen.get(registered)
-                    if seen is not None:
-                        with contextlib.suppress(StoreError, OSError, ValueError):
-                            self._judge(state, registered, seen)
+                for registered, seen in list(state.seen.items()):
+                    with contextlib.suppress(StoreError, OSError, ValueError):
+                        self._judge(state, registered, seen, pins)
 
     # -- what hosts see ------------------------------------------------------------------------
 
