@@ -125,8 +125,8 @@ def names(tools: Sequence[Any]) -> dict[str, str]:
     found: dict[str, str] = {}
     for tool in tools:
         found[tool.name] = tool.name
-        head, _, tail = tool.name.partition("_")
+        _, _, tail = tool.name.partition("_")
         while tail:
             found.setdefault(tail, tool.name)
-            head, _, tail = tail.partition("_")
+            _, _, tail = tail.partition("_")
     return found

@@ -45,7 +45,7 @@ def add_token(tokens: Path, subject: str, group: str) -> str:
     return add(tokens, subject, scopes=["mcp"], groups=[group])
 
 
-async def test_a_relative_path_a_symlink_and_a_list_of_paths_are_blocked_as_the_server_resolves_them(
+async def test_relative_paths_symlinks_and_lists_of_paths_are_blocked_as_the_server_resolves_them(
     tmp_path: Path,
 ) -> None:
     shared = shared_tree(tmp_path)
@@ -175,9 +175,7 @@ kind = "url_host"
 argument = "url"
 hosts = ["example.com"]
 """
-    proxy = MCPProxy(
-        parse_policy(policy, base=tmp_path), hooks=[PathGuard("pth", str(tmp_path))]
-    )
+    proxy = MCPProxy(parse_policy(policy, base=tmp_path), hooks=[PathGuard("pth", str(tmp_path))])
     with pytest.raises(ProxyStartError) as refused:
         await proxy.start()
     await proxy.close()
