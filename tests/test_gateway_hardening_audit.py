@@ -192,3 +192,17 @@ def test_verify_help_is_plain_text() -> None:
     )
     assert shown.returncode == 0 and "FILE.head" in shown.stdout
     assert "``" not in shown.stdout and ":func:" not in shown.stdout
+
+
+def test_a_token_file_is_found_beside_the_policy_and_a_missing_one_stops_the_start(
+    tmp_path: Path,
+) -> None:
+    from otelhooks.integrations.mcp.auth import TokenFileError
+
+    text = '[[upstream]]\nname = "t"\ncommand = ["true"]\n[auth]\ntokens = "tokens.toml"\n'
+    with pytest.raises(TokenFileError, match="cannot read the token file"):
+        MCPProxy(parse_policy(text, base=tmp_path))  # before any upstream starts or "serving on"
+    add_token(tmp_path / "tokens.toml", "ops")  # beside the policy, not in the working directory
+    proxy = MCPProxy(parse_policy(text, base=tmp_path))
+    assert proxy.verifier is not None and proxy.verifier.tokens is not None
+    assert proxy.verifier.tokens.path == tmp_path / "tokens.toml"
