@@ -299,7 +299,7 @@ file = "audit.jsonl"
 
 
 def test_approve_shows_the_change_and_pins_the_new_definition(tmp_path: Path) -> None:
-    from otelhooks.builtin.store import SQLiteStore
+    from otelhooks.builtin.store import Definition, SQLiteStore
 
     policy = tmp_path / "policy.toml"
     policy.write_text(
@@ -310,7 +310,8 @@ def test_approve_shows_the_change_and_pins_the_new_definition(tmp_path: Path) ->
     store = SQLiteStore(tmp_path / "gateway.sqlite3")
     (pinned,) = [p for p in store.pins() if p.tool == "get_current_time"]
     older = {**pinned.definition, "description": "Get the current time. (as it was once)"}
-    store.approve_pin(pinned.upstream, pinned.tool, "sha256:" + "0" * 64, older, by="test")
+    old = Definition(pinned.upstream, pinned.tool, "sha256:" + "0" * 64, older)
+    store.approve_pin(old, by="test")
     store.close()
 
     checked = proxy_cli("--policy", str(policy), "--check", timeout=60)

@@ -42,6 +42,16 @@ def default_store_file() -> Path:
 
 
 @dataclass(frozen=True, slots=True)
+class Definition:
+    """A tool's definition as one upstream lists it, with its canonical digest."""
+
+    upstream: str
+    tool: str  # the upstream's own name of it
+    digest: str
+    definition: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Pin:
     """The trusted definition of one tool of one upstream."""
 
@@ -70,6 +80,19 @@ class PinChange:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """What a call approval is asked for: the tool, the digest of its canonical arguments
+    (:func:`otelhooks.core.digest.keyed_digest`), the identity asking, until when; ``detail``
+    is shown to whoever decides (never the arguments themselves when they hold a secret)."""
+
+    tool: str
+    digest: str
+    identity: str
+    expires_at: float  # seconds since the epoch
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class Approval:
     """A call approval: asked for a tool, an argument digest and an identity; decided by
     someone; used at most once before it expires."""
@@ -93,7 +116,7 @@ class Store(Protocol):
         """A number that grows with every change anyone makes to the store."""
         ...
 
-    def pin(self, upstream: str, tool: str, digest: str, definition: Mapping[str, Any]) -> Pin:
+    def pin(self, seen: Definition) -> Pin:
         """Pin a tool on first sight; a pin already there is kept and returned."""
         ...
 
@@ -105,38 +128,21 @@ class Store(Protocol):
         """Every pin (of one upstream)."""
         ...
 
-    def approve_pin(
-        self, upstream: str, tool: str, digest: str, definition: Mapping[str, Any], *, by: str
-    ) -> Pin:
+    def approve_pin(self, seen: Definition, *, by: str) -> Pin:
         """Pin this definition in place of the old one (``by`` approved it); its reported
         changes are settled."""
         ...
 
-    def report_change(
-        self,
-        upstream: str,
-        tool: str,
-        registered: str,
-        digest: str,
-        definition: Mapping[str, Any],
-        pinned: str | None,
-    ) -> None:
-        """Record a definition that differs from its pin, for review."""
+    def report_change(self, seen: Definition, *, registered: str, pinned: str | None) -> None:
+        """Record a definition that differs from its pin (``pinned``; None: not pinned yet),
+        for review; ``registered`` is the name hosts see the tool by."""
         ...
 
     def pending_changes(self, upstreams: Iterable[str] | None = None) -> list[PinChange]:
         """The changes reported and not approved (of these upstreams)."""
         ...
 
-    def request_approval(
-        self,
-        *,
-        tool: str,
-        digest: str,
-        identity: str,
-        expires_at: float,
-        detail: Mapping[str, Any] | None = None,
-    ) -> Approval:
+    def request_approval(self, request: ApprovalRequest) -> Approval:
         """A new pending call approval."""
         ...
 
@@ -249,8 +255,9 @@ class SQLiteStore:
 
     # -- pins ----------------------------------------------------------------------------------
 
-    def pin(self, upstream: str, tool: str, digest: str, definition: Mapping[str, Any]) -> Pin:
+    def pin(self, seen: Definition) -> Pin:
         """See :meth:`Store.pin`."""
+        upstream, tool, digest, definition = _fields(seen)
         with self._write() as db:
             generation = _generation(db) + 1
             added = db.execute(
@@ -276,10 +283,9 @@ class SQLiteStore:
             rows = self._read(_PIN_SELECT + " WHERE upstream = ? ORDER BY tool", (upstream,))
         return [_pin(row) for row in rows]
 
-    def approve_pin(
-        self, upstream: str, tool: str, digest: str, definition: Mapping[str, Any], *, by: str
-    ) -> Pin:
+    def approve_pin(self, seen: Definition, *, by: str) -> Pin:
         """See :meth:`Store.approve_pin`."""
+        upstream, tool, digest, definition = _fields(seen)
         with self._write() as db:
             db.execute(
                 "INSERT INTO pins (upstream, tool, digest, definition, pinned_at, pinned_by, "
@@ -293,24 +299,17 @@ class SQLiteStore:
             row = db.execute(_PIN_SELECT + " WHERE upstream = ? AND tool = ?", (upstream, tool))
             return _pin(row.fetchone())
 
-    def report_change(
-        self,
-        upstream: str,
-        tool: str,
-        registered: str,
-        digest: str,
-        definition: Mapping[str, Any],
-        pinned: str | None,
-    ) -> None:
+    def report_change(self, seen: Definition, *, registered: str, pinned: str | None) -> None:
         """See :meth:`Store.report_change`."""
+        upstream, tool, digest, definition = _fields(seen)
         now = time.time()
         with self._write() as db:
-            seen = db.execute(
+            known = db.execute(
                 "UPDATE pin_changes SET last_seen = ?, registered = ?, pinned = ? "
                 "WHERE upstream = ? AND tool = ? AND digest = ?",
                 (now, registered, pinned, upstream, tool, digest),
             ).rowcount
-            if not seen:
+            if not known:
                 db.execute(
                     "INSERT INTO pin_changes (upstream, tool, registered, digest, definition, "
                     "pinned, first_seen, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -333,25 +332,17 @@ class SQLiteStore:
 
     # -- call approvals ------------------------------------------------------------------------
 
-    def request_approval(
-        self,
-        *,
-        tool: str,
-        digest: str,
-        identity: str,
-        expires_at: float,
-        detail: Mapping[str, Any] | None = None,
-    ) -> Approval:
+    def request_approval(self, request: ApprovalRequest) -> Approval:
         """See :meth:`Store.request_approval`."""
         approval = Approval(
             id=uuid.uuid4().hex[:12],
-            tool=tool,
-            digest=digest,
-            identity=identity,
+            tool=request.tool,
+            digest=request.digest,
+            identity=request.identity,
             state="pending",
             requested_at=time.time(),
-            expires_at=expires_at,
-            detail=dict(detail or {}),
+            expires_at=request.expires_at,
+            detail=dict(request.detail),
         )
         with self._write() as db:
             _bump(db)
@@ -361,12 +352,12 @@ class SQLiteStore:
                 "NULL, NULL, ?)",
                 (
                     approval.id,
-                    tool,
-                    digest,
-                    identity,
+                    approval.tool,
+                    approval.digest,
+                    approval.identity,
                     "pending",
                     approval.requested_at,
-                    expires_at,
+                    approval.expires_at,
                     _json(approval.detail),
                 ),
             )
@@ -423,6 +414,10 @@ _APPROVAL_SELECT: Final = (
     "SELECT id, tool, digest, identity, state, requested_at, expires_at, decided_at, "
     "decided_by, detail FROM approvals"
 )
+
+
+def _fields(seen: Definition) -> tuple[str, str, str, Mapping[str, Any]]:
+    return seen.upstream, seen.tool, seen.digest, seen.definition
 
 
 def _generation(db: sqlite3.Connection) -> int:

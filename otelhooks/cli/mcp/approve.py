@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _approve(pins: Any, upstreams: list[str], chosen: list[str], everything: bool, who: str) -> int:
+    from ...builtin.store import Definition
+
     store = pins.store
     pending = store.pending_changes(upstreams)
     if not pending:
@@ -106,9 +108,8 @@ def _approve(pins: Any, upstreams: list[str], chosen: list[str], everything: boo
             continue
         if change.registered in approved:
             continue
-        pin = store.approve_pin(
-            change.upstream, change.tool, change.digest, change.definition, by=who
-        )
+        seen = Definition(change.upstream, change.tool, change.digest, change.definition)
+        pin = store.approve_pin(seen, by=who)
         approved.add(change.registered)
         print(f"approved {change.registered}: pinned {pin.digest} (by {who})")
     if unknown:

@@ -41,7 +41,14 @@ from typing import Any, Final
 
 import mcp.types as mcp_types
 
-from ...builtin.store import Pin, SQLiteStore, Store, StoreError, default_store_file
+from ...builtin.store import (
+    Definition,
+    Pin,
+    SQLiteStore,
+    Store,
+    StoreError,
+    default_store_file,
+)
 from ...core import BeforeDecision, BeforeToolCallContext, block
 from ...core import digest as canonical
 
@@ -61,6 +68,11 @@ def definition(tool: mcp_types.Tool) -> dict[str, Any]:
 def definition_hash(tool: mcp_types.Tool) -> str:
     """``sha256:`` and the hex digest of the pinned parts as canonical JSON (RFC 8785)."""
     return canonical.content_digest(definition(tool))
+
+
+def seen_of(upstream: str, tool: mcp_types.Tool) -> Definition:
+    """A tool's definition as ``upstream`` lists it, with its digest."""
+    return Definition(upstream, tool.name, definition_hash(tool), definition(tool))
 
 
 def upstream_key(name: str, target: str) -> str:
@@ -119,7 +131,7 @@ class PinStore:
     def pin(self, upstream: str, tool: mcp_types.Tool) -> str:
         """Pin the tool's definition unless a pin is there already; returns the pinned hash
         (another's, when it was first)."""
-        return self.store.pin(upstream, tool.name, definition_hash(tool), definition(tool)).digest
+        return self.store.pin(seen_of(upstream, tool)).digest
 
     def import_file(self, path: str | os.PathLike[str]) -> int:
         """Pin the definitions of a pin file of an earlier version (JSON) that the store does
@@ -136,21 +148,13 @@ class PinStore:
                 found = pin.get("definition") if isinstance(pin, dict) else None
                 if not isinstance(found, dict) or self.store.get_pin(upstream, tool):
                     continue
-                self.store.pin(upstream, tool, canonical.content_digest(found), found)
+                self.store.pin(Definition(upstream, tool, canonical.content_digest(found), found))
                 count += 1
         return count
 
     def close(self) -> None:
         """Release the store."""
         self.store.close()
-
-
-@dataclass(slots=True)
-class _Seen:
-    upstream: str
-    tool: str
-    digest: str
-    definition: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -161,7 +165,7 @@ class _Block:
 
 @dataclass(slots=True)
 class _Owner:
-    seen: dict[str, _Seen] = field(default_factory=dict)
+    seen: dict[str, Definition] = field(default_factory=dict)
     blocked: dict[str, _Block] = field(default_factory=dict)
 
 
@@ -199,7 +203,7 @@ class Pinning:
         with self._lock:
             state = self._owners.setdefault(owner, _Owner())
             for registered, listing in tools:
-                seen = _Seen(upstream, listing.name, definition_hash(listing), definition(listing))
+                seen = seen_of(upstream, listing)
                 state.seen[registered] = seen
                 try:
                     change = self._judge(state, registered, seen)
@@ -215,7 +219,7 @@ class Pinning:
         self,
         state: _Owner,
         registered: str,
-        seen: _Seen,
+        seen: Definition,
         pins: Mapping[tuple[str, str], Pin] | None = None,
     ) -> Change | None:
         store = self.store.store
@@ -234,12 +238,10 @@ class Pinning:
                         registered,
                         seen.upstream,
                     )
-                    store.report_change(
-                        seen.upstream, seen.tool, registered, seen.digest, seen.definition, None
-                    )
+                    store.report_change(seen, registered=registered, pinned=None)
                 state.blocked[registered] = _Block(None, 0)
                 return None
-            pin = store.pin(seen.upstream, seen.tool, seen.digest, seen.definition)
+            pin = store.pin(seen)
             if pin.digest == seen.digest:
                 logger.info("pinned the definition of %r (%s)", registered, seen.digest)
         held = state.blocked.get(registered)
@@ -259,9 +261,7 @@ class Pinning:
                 pin.digest,
                 seen.digest,
             )
-            store.report_change(
-                seen.upstream, seen.tool, registered, seen.digest, seen.definition, pin.digest
-            )
+            store.report_change(seen, registered=registered, pinned=pin.digest)
         state.blocked[registered] = _Block(change, max(pin.version, held.since if held else 0))
         return change
 
