@@ -58,7 +58,8 @@ def copy_of(tmp_path: Path, name: str) -> Path:
     folder = tmp_path / name
     folder.mkdir()
     for suffix in ("", ".head", ".key"):
-        shutil.copy2(tmp_path / f"audit.jsonl{suffix}", folder / f"audit.jsonl{suffix}")
+        if (tmp_path / f"audit.jsonl{suffix}").exists():
+            shutil.copy2(tmp_path / f"audit.jsonl{suffix}", folder / f"audit.jsonl{suffix}")
     return folder / "audit.jsonl"
 
 
@@ -84,11 +85,8 @@ def test_lines_cut_from_the_end_an_emptied_log_and_a_deleted_head_each_fail_veri
 ) -> None:
     log = audited / "audit.jsonl"
     intact = verify(log)
-    assert intact.returncode == 0, intact.stderr
-    assert "5 lines, the chain holds, and its head matches" in intact.stdout
+    assert intact.returncode == 0 and "5 lines, the chain holds" in intact.stdout, intact.stderr
     raw = log.read_bytes()
-    assert b"\xe2\x80\xa8" not in raw and b"\\u2028" in raw  # ASCII: no reader splits a line
-    assert json.loads(raw.splitlines()[0])["identity"] == "eve\u2028admin"
 
     cut = copy_of(audited, "cut")
     cut.write_bytes(b"".join(raw.splitlines(keepends=True)[:4]))  # the last line deleted
@@ -109,6 +107,9 @@ def test_lines_cut_from_the_end_an_emptied_log_and_a_deleted_head_each_fail_veri
     assert "its head (audit.jsonl.head) is missing: lines after line 5 may be missing" in (
         gone.stderr
     )
+    assert "5 lines, the chain holds, and its head matches" in intact.stdout
+    assert b"\xe2\x80\xa8" not in raw and b"\\u2028" in raw  # ASCII: no reader splits a line
+    assert json.loads(raw.splitlines()[0])["identity"] == "eve\u2028admin"
 
 
 async def test_a_gateway_refuses_to_start_on_a_cut_log_unless_told_to_record_the_gap(
@@ -144,10 +145,9 @@ async def test_refused_logins_are_audited_per_address_without_a_write_per_reques
     add_token(tmp_path / "tokens.toml", "ops")
     with caplog.at_level(logging.INFO, logger="otelhooks"):
         async with gateway(policy_text(), tmp_path) as gw:
-            head = Path(f"{tmp_path / 'audit.jsonl'}.head").read_bytes()
             answers = [await raw_post(gw.url, f"ohk_{'x' * 43}{n}") for n in range(20)]
             answers.append(await raw_post(gw.url))  # no token at all
-            assert Path(f"{tmp_path / 'audit.jsonl'}.head").read_bytes() == head  # no write yet
+            assert (tmp_path / "audit.jsonl").stat().st_size == 0  # no write per request
     assert {a.status_code for a in answers} == {401}
     challenge = answers[-1].headers["www-authenticate"]
     assert 'resource_metadata="http://127.0.0.1:' in challenge  # tokens only, too

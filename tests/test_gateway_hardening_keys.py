@@ -127,8 +127,6 @@ async def test_a_hanging_jwks_and_random_key_ids_cost_one_fetch_and_stall_no_log
 async def test_budgets_count_per_person_and_pseudonyms_are_keyed(
     tmp_path: Path, otelhooks_tracing: InMemoryTracing
 ) -> None:
-    from otelhooks.builtin.audit import AuditKeys, load_secret
-
     add_token(tmp_path / "tokens.toml", "ops")
     extra = '\n[[identity]]\nname = "team"\nsubjects = ["bob"]\nrate = 2\n'
     with jwks_server("key-1") as jwks:
@@ -145,8 +143,10 @@ async def test_budgets_count_per_person_and_pseudonyms_are_keyed(
     spans = otelhooks_tracing.tool_spans()
     pseudonyms = {s.attributes["user.hash"] for s in spans}  # type: ignore[index]
     assert len(pseudonyms) == 1  # one person, whatever the client
-    keys = AuditKeys.of(load_secret(tmp_path / "audit.jsonl.key", create=False))
+    from otelhooks.builtin.audit import AuditKeys, load_secret
     from otelhooks.core import digest
+
+    keys = AuditKeys.of(load_secret(tmp_path / "audit.jsonl.key", create=False))
 
     assert pseudonyms == {digest.pseudonym(keys.pseudonym, jwks.url, "bob")}
     for guess in ("bob", f"{jwks.url}\x1fbob", f"{jwks.url}\x1fbob\x1fbob-laptop"):

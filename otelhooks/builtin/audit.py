@@ -11,8 +11,9 @@ result is returned (``fsync`` also to the disk), so a crash loses nothing alread
 Lines are ASCII (every other character escaped), so no reader splits one in two.
 
 **Tamper evidence.** Each line carries ``seq``, ``prev`` (the ``hash`` of the line before) and
-its own ``hash``: an HMAC of its canonical JSON with a key derived from the log's secret, so
-rewriting, removing or reordering a line needs the secret. Beside the log, ``<log>.head`` holds
+its own ``hash``, last: an HMAC, with a key derived from the log's secret, of the line's exact
+bytes before it (the line as written, closed after ``prev``), so rewriting, removing or
+reordering a line, or only its spacing, needs the secret. Beside the log, ``<log>.head`` holds
 the number of lines and the last hash, with an HMAC of its own: a log cut at the end no longer
 matches its head. :func:`verify_audit_log` (``otelhooks mcp audit verify``) recomputes the chain,
 compares its end with the head and names the lines missing. On start a log that does not match
@@ -137,20 +138,36 @@ def arguments_digest(arguments: Any, key: bytes) -> str:
         return "repr:" + canonical.keyed_digest(key, repr(arguments))
 
 
-def _line_hash(entry: Mapping[str, Any], keys: AuditKeys) -> str:
+def _body(entry: Mapping[str, Any]) -> bytes:
+    """A line's bytes without its hash (what the hash covers): sorted keys, no spaces, ASCII."""
+    return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def _sealed_line(body: bytes, digest: str) -> bytes:
+    return body[:-1] + b',"hash":"' + digest.encode() + b'"}'
+
+
+def _raw_hash(raw: bytes, keys: AuditKeys) -> str | None:
+    """The hash a line of the current format should carry (``None``: it does not end with a
+    hash where one belongs)."""
+    if len(raw) < _HASH_TAIL or not raw.endswith(b'"}') or raw[-_HASH_TAIL:-66] != b',"hash":"':
+        return None
+    return hmac.new(keys.chain, raw[:-_HASH_TAIL] + b"}", hashlib.sha256).hexdigest()
+
+
+_HASH_TAIL: Final = len(b',"hash":"') + 64 + len(b'"}')
+
+
+def _line_hash(entry: Mapping[str, Any], keys: AuditKeys, raw: bytes | None = None) -> str | None:
     body = {k: v for k, v in entry.items() if k != "hash"}
     if entry.get("v") == VERSION:
-        return hmac.new(keys.chain, canonical.digest_input(body), hashlib.sha256).hexdigest()
+        return _raw_hash(raw.rstrip(b"\r\n"), keys) if raw is not None else None
     legacy = json.dumps(
         body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
     ).encode()
     if keys.legacy is None:
         return hashlib.sha256(legacy).hexdigest()
     return hmac.new(keys.legacy, legacy, hashlib.sha256).hexdigest()
-
-
-def _line(entry: Mapping[str, Any]) -> bytes:
-    return json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,10 +180,9 @@ class Head:
     def sealed(self, keys: AuditKeys) -> bytes:
         """The head as written: JSON with its HMAC, padded to a fixed size (so that it is
         rewritten in place)."""
-        body = {"v": VERSION, "count": self.count, "hash": self.hash}
-        mac = hmac.new(keys.chain, b"head" + canonical.canonical(body), hashlib.sha256)
-        text = _line({**body, "mac": mac.hexdigest()})
-        return text.ljust(_HEAD_SIZE - 1) + b"\n"
+        body = b'{"count":%d,"hash":"%s","v":%d}' % (self.count, self.hash.encode(), VERSION)
+        mac = hmac.new(keys.chain, b"head" + body, hashlib.sha256).hexdigest()
+        return (body[:-1] + b',"mac":"' + mac.encode() + b'"}').ljust(_HEAD_SIZE - 1) + b"\n"
 
     @classmethod
     def read(cls, path: Path, keys: AuditKeys) -> Head | None:
@@ -274,12 +290,13 @@ class AuditLog:
         with self._lock:
             entry["seq"] = self._seq + 1
             entry["prev"] = self._prev
-            entry["hash"] = _line_hash(entry, self.keys)
-            os.write(self._fd, _line(entry) + b"\n")
+            body = _body(entry)
+            digest = hmac.new(self.keys.chain, body, hashlib.sha256).hexdigest()
+            os.write(self._fd, _sealed_line(body, digest) + b"\n")
             if self.fsync:
                 os.fsync(self._fd)
             self._seq += 1
-            self._prev = entry["hash"]
+            self._prev = digest
             self._seal()
         return int(entry["seq"])
 
@@ -390,22 +407,23 @@ def _mismatch(path: Path, tail: Head | None, keys: AuditKeys) -> _Gap | None:
             )
         return None
     # The log goes on after the head: fine when those lines chain from the head's line.
-    chain: list[Mapping[str, Any]] = []
+    chain: list[tuple[bytes, Mapping[str, Any]]] = []
     for raw in _lines_backwards(path):
         try:
             entry = json.loads(raw)
         except ValueError:
             break
-        chain.append(entry)
+        chain.append((raw, entry))
         if entry.get("seq") == head.count:
             break
         if len(chain) > 10_000:
             break
     chain.reverse()
-    if chain and chain[0].get("seq") == head.count and chain[0].get("hash") == head.hash:
+    first = chain[0][1] if chain else {}
+    if first.get("seq") == head.count and first.get("hash") == head.hash:
         prev = head.hash
-        for entry in chain[1:]:
-            if entry.get("prev") != prev or _line_hash(entry, keys) != entry.get("hash"):
+        for raw, entry in chain[1:]:
+            if entry.get("prev") != prev or _line_hash(entry, keys, raw) != entry.get("hash"):
                 break
             prev = str(entry["hash"])
         else:
@@ -478,7 +496,7 @@ def verify_audit_log(
                 check.problems.append((number, "does not follow the line before"))
             if entry.get("seq") != seq + 1:
                 check.problems.append((number, f"sequence {entry.get('seq')} after {seq}"))
-            if _line_hash(entry, keys) != entry["hash"]:
+            if _line_hash(entry, keys, raw) != entry["hash"]:
                 check.problems.append((number, "its hash does not match its content"))
             elif entry.get("event") == "audit_gap":
                 check.gaps.append((number, f"records a gap: lines {entry.get('missing')}"))

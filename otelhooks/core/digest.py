@@ -67,6 +67,10 @@ def canonical(value: Any) -> bytes:
     """``value`` as RFC 8785 canonical JSON (UTF-8). Tuples are arrays; mapping keys must be
     strings. Raises :class:`NotCanonical` for what RFC 8785 cannot represent."""
     try:
+        return rfc8785.dumps(value)  # dicts, lists, tuples and scalars as they are
+    except rfc8785.CanonicalizationError:
+        pass
+    try:  # other mappings (a read-only view of arguments), or not JSON at all
         return rfc8785.dumps(_plain(value))
     except rfc8785.CanonicalizationError as exc:
         raise NotCanonical(str(exc)) from None
