@@ -68,10 +68,14 @@ class ToolLike(Protocol):
     """What a guard reads of a tool: its name and the JSON Schema of its parameters."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The tool's (registered) name."""
+        ...
 
     @property
-    def parameters(self) -> Mapping[str, Any]: ...
+    def parameters(self) -> Mapping[str, Any]:
+        """The JSON Schema of its arguments."""
+        ...
 
 
 def argument_names(tool: ToolLike) -> tuple[str, ...]:
