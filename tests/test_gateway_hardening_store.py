@@ -180,5 +180,7 @@ def test_the_gateways_own_tokens_are_redacted() -> None:
     from otelhooks.integrations.mcp.auth import TOKEN_PREFIX
 
     token = TOKEN_PREFIX + "Zq8RkT2mWx9LpN4vB7cY1dF6hJ3sA5eG0uIoQwErTyU"
-    clean, found = Redactor().redact({"env": f"GATEWAY_TOKEN={token} in the output"}, "result")
-    assert token not in json.dumps(clean) and found
+    # As a tool echoes it: in prose, alone, under a key that says nothing of secrets.
+    for value in ({"note": f"created {token} for alice"}, f"echo: {token}", {"text": token}):
+        clean, _ = Redactor().redact(value, "result")
+        assert token not in json.dumps(clean) and "[REDACTED:otelhooks_token]" in json.dumps(clean)
