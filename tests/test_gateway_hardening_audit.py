@@ -206,3 +206,133 @@ def test_a_token_file_is_found_beside_the_policy_and_a_missing_one_stops_the_sta
     proxy = MCPProxy(parse_policy(text, base=tmp_path))
     assert proxy.verifier is not None and proxy.verifier.tokens is not None
     assert proxy.verifier.tokens.path == tmp_path / "tokens.toml"
+
+
+# -- the head and the group commit: durable first, then sealed; a crash told from a cut ----------
+
+CRASHING_WRITER = """
+import os, signal, sys
+from otelhooks.builtin.audit import AuditLog
+
+log = AuditLog(sys.argv[1], group_commit=True)
+for n in range(5):
+    log.append("tool_call", {"n": n})
+log.commit()  # durable, and the head names lines 1-5
+for n in range(5, 8):
+    log.append("tool_call", {"n": n})  # written; the group commit never comes
+if sys.argv[2] == "torn":  # killed in the middle of a line: half of it reached the file
+    with open(sys.argv[1], "ab") as raw:
+        raw.write(b'{"call_id":"c9","decision":"allow","ev')
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def crashed_log(tmp_path: Path, how: str) -> Path:
+    """A log whose writer was killed after lines 6-8 were written and before their commit
+    (``torn``: in the middle of a ninth line too)."""
+    log = tmp_path / how / "audit.jsonl"
+    log.parent.mkdir()
+    child = subprocess.run(
+        [sys.executable, "-c", CRASHING_WRITER, str(log), how],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+    )
+    assert child.returncode == -9, child.stderr
+    return log
+
+
+def test_the_head_never_names_a_line_before_its_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from otelhooks.builtin.audit import AuditLog, Head, head_path, verify_audit_log
+
+    log = AuditLog(tmp_path / "audit.jsonl", group_commit=True)
+    head = head_path(log.path)
+    for n in range(3):
+        log.append("tool_call", {"n": n})
+    assert Head.read(head, log.keys) == Head(0, "0" * 64, 0)  # written, not durable: not named
+    order: list[str] = []
+    real_fsync, real_pwrite = os.fsync, os.pwrite
+
+    def fsync(fd: int) -> None:
+        order.append("fsync")
+        if len(order) == 1:  # a caller writes while the commit's fsync runs
+            log.append("tool_call", {"n": "during"})
+        real_fsync(fd)
+
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
+        order.append(f"head {json.loads(data)['count']}")
+        return real_pwrite(fd, data, offset)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    log.commit()
+    assert order == ["fsync", "head 3"]  # the line written during the fsync is not named
+    sealed = Head.read(head, log.keys)
+    assert sealed is not None and sealed.count == 3
+    assert sealed.size == len(b"".join(log.path.read_bytes().splitlines(keepends=True)[:3]))
+    check = verify_audit_log(log.path)
+    assert check.ok and check.unsealed == (4, 4)
+    log.commit()
+    assert order[-2:] == ["fsync", "head 4"]
+    log.close()
+    assert verify_audit_log(log.path).unsealed is None
+
+
+def test_a_gateway_killed_between_a_line_and_its_head_is_told_apart_from_a_cut(
+    tmp_path: Path,
+) -> None:
+    from otelhooks.builtin.audit import AuditLog, AuditLogError
+
+    log = crashed_log(tmp_path, "killed")
+    crashed = verify(log)
+    assert crashed.returncode == 3, crashed.stderr
+    assert "8 lines, the chain holds; lines 6-8 follow the line its head names" in crashed.stderr
+    assert "missing" not in crashed.stderr
+    # Cutting what the head names is a cut, crash or not.
+    cut = copy_of(log.parent, "cut")
+    cut.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:4]))
+    cutting = verify(cut)
+    assert cutting.returncode == 1 and "lines 5-5 are missing" in cutting.stderr
+    with pytest.raises(AuditLogError, match="lines 5-5 are missing"):
+        AuditLog(cut)
+    # A lying tail: line 7 rewritten after the crash is no crash.
+    lines = log.read_bytes().splitlines(keepends=True)
+    forged = copy_of(log.parent, "forged")
+    forged.write_bytes(b"".join([*lines[:6], lines[6].replace(b'"n":6', b'"n":9'), lines[7]]))
+    lying = verify(forged)
+    assert lying.returncode == 1 and "7: its hash does not match its content" in lying.stderr
+    # The next start checks the lines after the head and seals them.
+    AuditLog(log).close()
+    sealed = verify(log)
+    assert sealed.returncode == 0, sealed.stderr
+    assert "8 lines, the chain holds, and its head matches" in sealed.stdout
+
+
+def test_a_torn_line_is_recorded_at_restart_and_a_forged_one_is_not_excused(
+    tmp_path: Path,
+) -> None:
+    from otelhooks.builtin.audit import AuditLog
+
+    log = crashed_log(tmp_path, "torn")
+    before = verify(log)
+    assert before.returncode == 1 and "9: not JSON (a torn or edited line)" in before.stderr
+    restarted = AuditLog(log)
+    restarted.append("tool_call", {"n": "after"})
+    restarted.close()
+    lines = log.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[9])
+    assert record["event"] == "audit_torn" and record["after"] == 8 and record["seq"] == 9
+    assert lines[8].startswith(b'{"call_id":"c9"')  # the torn bytes are kept as they were
+    checked = verify(log)
+    assert checked.returncode == 0, checked.stderr
+    assert "10: records a torn write of 39 bytes after line 8" in checked.stdout
+    # The record excuses exactly those bytes: changed ones, or a change elsewhere, are faults.
+    changed = copy_of(log.parent, "changed")
+    changed.write_bytes(b"".join([*lines[:8], lines[8].replace(b"c9", b"c1"), *lines[9:]]))
+    assert verify(changed).returncode == 1
+    earlier = copy_of(log.parent, "earlier")
+    earlier.write_bytes(b"".join([lines[0], lines[1].replace(b'"n":1', b'"n":7'), *lines[2:]]))
+    edited = verify(earlier)
+    assert edited.returncode == 1 and "2: its hash does not match its content" in edited.stderr

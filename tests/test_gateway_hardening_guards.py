@@ -64,6 +64,7 @@ tokens = "tokens.toml"
 [[identity]]
 name = "maintainers"
 groups = ["maintainers"]
+tools = ["*"]
 
 [[identity.guard]]
 kind = "path"
@@ -75,6 +76,7 @@ relative_to = "{shared}"            # what server-filesystem resolves relative p
 [[identity]]
 name = "developers"
 groups = ["developers"]
+tools = ["*"]
 
 [[identity.guard]]                  # the guide's guard, as it was written
 kind = "path"
@@ -170,6 +172,7 @@ tokens = "tokens.toml"
 [[identity]]
 name = "team"
 subjects = ["a"]
+tools = ["*"]
 [[identity.guard]]
 kind = "url_host"
 argument = "url"
@@ -199,3 +202,33 @@ def test_in_process_a_guard_is_checked_against_the_registry_and_blocks_what_it_c
     assert errors == [] and notes == {
         "move": ["path_guard on 'path' does not check source, destination: its calls are blocked"]
     }
+
+
+async def test_in_process_a_guard_typo_raises_at_registration_and_at_the_agents_start(
+    tmp_path: Path,
+) -> None:
+    from otelhooks import Agent, AssistantMessage, Hooks, ToolRegistry
+    from otelhooks.builtin import PathGuard, UrlHostGuard
+    from otelhooks.core import ToolCheckError, ToolCheckWarning
+    from otelhooks.providers import ScriptedProvider
+
+    registry = ToolRegistry()
+    registry.register(lambda path: path, name="read")
+    registry.register(lambda url: url, name="fetch")
+    hooks = Hooks(registry=registry)
+    with pytest.raises(ToolCheckError) as typo:
+        hooks.add(PathGuard("pth", str(tmp_path)))
+    assert "path_guard on argument 'pth' names no argument" in str(typo.value)
+    assert "did you mean 'path'?" in str(typo.value)
+    assert len(hooks) == 0  # nothing half-registered
+    hooks.add(PathGuard("path", str(tmp_path), tools=["read"]))  # fits: registered
+    with pytest.warns(ToolCheckWarning, match="url_host_guard on argument 'uri'"):
+        Hooks(registry=registry, strict=False).add(UrlHostGuard("uri", ["example.com"]))
+    # Without a registry the agent checks at its start, before any call.
+    agent = Agent(
+        ScriptedProvider([AssistantMessage(text="never asked")]),
+        tools=registry,
+        hooks=Hooks([UrlHostGuard("ulr", ["example.com"], tools=["fetch"])]),
+    )
+    with pytest.raises(ToolCheckError, match="did you mean 'url'"):
+        await agent.run("go")

@@ -151,3 +151,30 @@ async def test_budgets_count_per_person_and_pseudonyms_are_keyed(
     assert pseudonyms == {digest.pseudonym(keys.pseudonym, jwks.url, "bob")}
     for guess in ("bob", f"{jwks.url}\x1fbob", f"{jwks.url}\x1fbob\x1fbob-laptop"):
         assert hashlib.sha256(guess.encode()).hexdigest()[:16] not in pseudonyms
+
+
+async def test_an_identity_budget_counts_a_call_once_when_a_later_rewrite_runs_it_again() -> None:
+    from otelhooks import BeforeToolCallContext, Hooks, ToolCall, ToolExecutor, ToolRegistry
+    from otelhooks.core import rewrite
+    from otelhooks.integrations.mcp.access import CALLER, Caller, IdentityRule, IdentityRules
+    from otelhooks.integrations.mcp.auth import Identity
+
+    registry = ToolRegistry()
+    registry.register(lambda text: text, name="echo")
+    rules = IdentityRules([IdentityRule("team", subjects=("ann",), tools=("*",), max_calls=2)])
+    hooks = Hooks([rules], registry=registry)
+
+    @hooks.before
+    def normalise(ctx: BeforeToolCallContext) -> object:  # runs the identity rules again
+        return rewrite({"text": str(ctx.args["text"]).strip()})
+
+    executor = ToolExecutor(registry, hooks)
+    token = CALLER.set(Caller(Identity(subject="ann", client_id="laptop", via="token")))
+    try:
+        results = [
+            await executor.execute(ToolCall(f"c{n}", "echo", {"text": " hi "})) for n in range(3)
+        ]
+    finally:
+        CALLER.reset(token)
+    assert [r.is_error for r in results] == [False, False, True]  # two calls, not one
+    assert "its 2 calls are used up" in results[2].content
