@@ -318,6 +318,10 @@ def test_a_torn_line_is_recorded_at_restart_and_a_forged_one_is_not_excused(
     log = crashed_log(tmp_path, "torn")
     before = verify(log)
     assert before.returncode == 1 and "9: not JSON (a torn or edited line)" in before.stderr
+    AuditLog(log).close()  # the restart records the torn bytes; its head names the record
+    recorded = verify(log)
+    assert recorded.returncode == 0, recorded.stderr
+    assert "10: records a torn write of 39 bytes after line 8" in recorded.stdout
     restarted = AuditLog(log)
     restarted.append("tool_call", {"n": "after"})
     restarted.close()
@@ -328,6 +332,7 @@ def test_a_torn_line_is_recorded_at_restart_and_a_forged_one_is_not_excused(
     checked = verify(log)
     assert checked.returncode == 0, checked.stderr
     assert "10: records a torn write of 39 bytes after line 8" in checked.stdout
+    assert "11 lines, the chain holds, and its head matches" in checked.stdout
     # The record excuses exactly those bytes: changed ones, or a change elsewhere, are faults.
     changed = copy_of(log.parent, "changed")
     changed.write_bytes(b"".join([*lines[:8], lines[8].replace(b"c9", b"c1"), *lines[9:]]))

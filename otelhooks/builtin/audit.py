@@ -689,6 +689,7 @@ def _verify_line(number: int, raw: bytes, keys: AuditKeys, scan: _Scan, check: A
     if valid and entry.get("event") == "audit_torn" and _names_torn(entry, scan, start):
         # A restart's record of a torn write right before it: what a crash left, not a fault.
         del check.problems[scan.pending_problems :]
+        before = len(check.problems)
         check.torn.append(
             (number, f"records a torn write of {entry.get('bytes')} bytes after line "
                      f"{entry.get('after')} (a crash while it was written)")
