@@ -222,6 +222,8 @@ async def test_in_process_a_guard_typo_raises_at_registration_and_at_the_agents_
     assert "did you mean 'path'?" in str(typo.value)
     assert len(hooks) == 0  # nothing half-registered
     hooks.add(PathGuard("path", str(tmp_path), tools=["read"]))  # fits: registered
+    with pytest.raises(ToolCheckError, match="tools it applies to \\(fetch\\)"):
+        hooks.add(PathGuard("path", str(tmp_path)), tools=["fetch"])  # read takes a path, fetch not
     with pytest.warns(ToolCheckWarning, match="url_host_guard on argument 'uri'"):
         Hooks(registry=registry, strict=False).add(UrlHostGuard("uri", ["example.com"]))
     # Without a registry the agent checks at its start, before any call.

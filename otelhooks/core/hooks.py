@@ -286,7 +286,8 @@ class ToolHook:
         return None
 
     def check_tools(self, tools: Sequence[ToolSpec]) -> Sequence[str]:
-        """The problems of the hook's own settings against the tools there are, each a sentence
+        """The problems of the hook's own settings against the tools it is registered for
+        (those its registration's ``tools=`` match; all of them without), each a sentence
         naming what it probably meant (a guard whose argument no tool it applies to takes would
         guard nothing); empty when it fits. Asked with the tool pattern checks (see the module's
         contracts), and reported the same way."""
@@ -514,8 +515,9 @@ def check_tool_patterns(
                 f"hook {hook.name!r}: tool pattern {pattern!r} matches no registered tool{hint}; "
                 f"the tools are: {', '.join(names) or 'none'}"
             )
-        if hook.check is not None and complete:
-            misfits.extend(str(problem) for problem in hook.check(specs))
+        if hook.check is not None and complete:  # asked about the tools it applies to
+            scoped = [spec for spec in specs if hook.applies_to(spec.name)]
+            misfits.extend(str(problem) for problem in hook.check(scoped))
     problems = unmatched + misfits
     if problems and strict:
         error = UnmatchedToolPatternError if unmatched else ToolCheckError
