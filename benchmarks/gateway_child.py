@@ -141,8 +141,8 @@ tools = ["get_current_time"]
 [audit]
 file = "{tmp}/audit.jsonl"
 
-[pinning]
-file = "{tmp}/pins.json"
+[store]
+file = "{tmp}/gateway.sqlite3"
 """
 
 RELAY_POLICY = """
@@ -150,8 +150,8 @@ RELAY_POLICY = """
 deny = ["convert_time"]
 [audit]
 file = "{tmp}/relay-audit.jsonl"
-[pinning]
-file = "{tmp}/relay-pins.json"
+[store]
+file = "{tmp}/relay.sqlite3"
 """
 
 

@@ -58,7 +58,9 @@ class WriteApproval:
         return AfterOverride(details={"approved_in_ms": round(elapsed, 2)})
 
 
-hooks = Hooks([PathGuard("path", "/srv/data"), WriteApproval(), CallLimit(5)])
+# The tool writes relative paths under /srv/data: the guard is told so (else it refuses them).
+guard = PathGuard("path", "/srv/data", relative_to="/srv/data")
+hooks = Hooks([guard, WriteApproval(), CallLimit(5)])
 
 
 async def main() -> None:

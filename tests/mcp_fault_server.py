@@ -144,9 +144,9 @@ def garbage() -> str:
 
 
 @server.tool()
-async def add_tool(name: str, ctx: Context | None = None) -> str:
+async def add_tool(name: str, description: str = "", ctx: Context | None = None) -> str:
     """Add a tool (replacing one of that name: a changed definition), and tell the client the
-    list changed."""
+    list changed. Its description is ``description``, else one made of the time."""
     assert ctx is not None
 
     def added() -> str:
@@ -154,7 +154,7 @@ async def add_tool(name: str, ctx: Context | None = None) -> str:
 
     with contextlib.suppress(Exception):
         server.remove_tool(name)
-    server.add_tool(added, name=name, description=f"added at {time.time()}")
+    server.add_tool(added, name=name, description=description or f"added at {time.time()}")
     await ctx.notify_tools_changed()
     return f"added {name}"
 

@@ -356,7 +356,7 @@ _ATTRIBUTE = re.compile(
 OWN_SPELLINGS = {
     "otelhooks.cli.fleet.topology": "Kafka's configuration keys (not span attributes)",
     "otelhooks.integrations.mcp.http": "an ASGI scope key (not a span attribute)",
-    "otelhooks.integrations.mcp.server": "a token claim's name (not a span attribute)",
+    "otelhooks.integrations.mcp.auth": "a token claim's name (not a span attribute)",
 }
 
 

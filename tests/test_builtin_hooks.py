@@ -103,18 +103,22 @@ def test_allow_and_deny_lists() -> None:
 
 
 @pytest.mark.parametrize(
-    ("path", "allowed"),
+    ("path", "relative_to", "allowed"),
     [
-        ("notes/today.md", True),
-        ("/srv/data/x.txt", True),
-        ("../etc/passwd", False),
-        ("notes/../../etc", False),
-        ("/etc/passwd", False),
-        ("/srv/database", False),
+        ("notes/today.md", None, False),  # relative to what? The server decides: refused
+        ("notes/today.md", "/srv/data", True),
+        ("notes/today.md", "/srv", False),  # /srv/notes/today.md
+        ("/srv/data/x.txt", None, True),
+        ("../etc/passwd", "/srv/data", False),
+        ("notes/../../etc", "/srv/data", False),
+        ("~/notes", "/srv/data", False),
+        ("/etc/passwd", None, False),
+        ("/srv/database", None, False),
     ],
 )
-def test_path_guard(path: str, allowed: bool) -> None:
-    decision = PathGuard("path", "/srv/data").before_tool_call(_ctx("read", {"path": path}))
+def test_path_guard(path: str, relative_to: str | None, allowed: bool) -> None:
+    guard = PathGuard("path", "/srv/data", relative_to=relative_to)
+    decision = guard.before_tool_call(_ctx("read", {"path": path}))
     assert (decision is None) is allowed
     if not allowed:
         assert decision is not None and decision.reason.startswith("argument 'path' of 'read' must")

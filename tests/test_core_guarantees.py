@@ -346,7 +346,7 @@ async def test_a_guard_sees_the_arguments_a_later_hook_rewrote(
 
     executor = ToolExecutor(registry, hooks, tracer_provider=otelhooks_tracing.provider)
     result = await executor.execute(
-        ToolCall("c", "read_file", {"path": "%2e%2e/%2e%2e/etc/passwd"})
+        ToolCall("c", "read_file", {"path": "/srv/data/%2e%2e/%2e%2e/etc/passwd"})
     )
     assert opened == []
     assert result.content.startswith("blocked: argument 'path' of 'read_file' must not contain")

@@ -105,8 +105,8 @@ def common(team: Team, extra: str = "") -> str:
 tokens = "{team.file}"
 [audit]
 file = "audit.jsonl"
-[pinning]
-file = "pins.json"
+[store]
+file = "gateway.sqlite3"
 {extra}
 """
 
@@ -661,7 +661,7 @@ async def test_slow_clients_cannot_hold_connections_by_trickling_headers(
     team: Team, tmp_path: Path
 ) -> None:
     policy = (upstream("time", time_command()) + common(team, TIME_RULES)).replace(
-        "[pinning]", "[http]\nheader_timeout = 1\n[pinning]"
+        "[store]", "[http]\nheader_timeout = 1\n[store]"
     )
     async with gateway(policy, tmp_path) as gw:
         port = int(gw.base.rsplit(":", 1)[1])
@@ -716,7 +716,7 @@ async def test_a_long_calls_progress_is_recorded_on_its_span_through_the_relay(
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     config = UpstreamConfig("fault", tuple(fault_command()))
     gw = Gateway(
-        parse_policy(f'[pinning]\nfile = "{tmp_path / "pins.json"}"\n'),
+        parse_policy(f'[store]\nfile = "{tmp_path / "gateway.sqlite3"}"\n'),
         [config],
         tracer_provider=provider,
     )
@@ -840,8 +840,8 @@ required_scopes = ["mcp"]
 name = "all"
 subjects = ["alice", "bob"]
 tools = ["*"]
-[pinning]
-file = "pins.json"
+[store]
+file = "gateway.sqlite3"
 """
     )
     now = int(time.time())

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from otelhooks.builtin.audit import verify_audit_log
+from otelhooks.builtin.audit import AuditLog, verify_audit_log
 from otelhooks.integrations.mcp.auth import add_token
 
 from .gateway_support import free_port, gateway, host, wait_for_port
@@ -67,8 +67,8 @@ tools = ["echo"]
 [audit]
 file = "audit.jsonl"
 
-[pinning]
-file = "pins.json"
+[store]
+file = "gateway.sqlite3"
 """
 
 
@@ -148,6 +148,13 @@ def test_a_gateway_killed_under_load_has_audited_every_call_it_answered(tmp_path
         assert len({(e["session"], e["call_id"]) for e in entries}) == len(entries)
     check = verify_audit_log(tmp_path / "audit.jsonl")
     assert check.ok, check.problems
+    # The head names only lines on disk; what the kill left after it chains from it, and the
+    # next start seals it (a crash, never a cut).
+    if check.unsealed is not None:
+        assert check.unsealed[1] == check.lines
+    AuditLog(tmp_path / "audit.jsonl").close()
+    restarted = verify_audit_log(tmp_path / "audit.jsonl")
+    assert restarted.ok and restarted.unsealed is None and restarted.lines == check.lines
 
 
 async def _load_then_kill(

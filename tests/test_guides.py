@@ -64,15 +64,6 @@ PENDING = {
         "the MCP guide's proxy examples are rewritten with the gateway (the tool-naming rule, "
         "and a one-line error for a missing uvx), with the policy files they name"
     ),
-    "claude mcp add git -e": (
-        "Claude Code's own configuration: to be marked in the MCP guide's rewrite"
-    ),
-    "otelhooks mcp proxy --policy gateway.toml --listen 10.0.0.5:8765": (
-        "a server machine's address: to be marked in the MCP guide's rewrite"
-    ),
-    "claude mcp add --transport http files": (
-        "Claude Code's own configuration: to be marked in the MCP guide's rewrite"
-    ),
 }
 
 # What a block's output must show beyond success (by page and first command).

@@ -59,8 +59,8 @@ deny = ["convert_time"]
 [audit]
 file = "audit.jsonl"
 
-[pinning]
-file = "pins.json"
+[store]
+file = "gateway.sqlite3"
 {extra}
 """
 
@@ -196,7 +196,12 @@ async def test_each_identity_sees_and_calls_what_its_rule_allows_and_every_call_
     assert [e["rule"] for e in lines] == ["admins", "readers", "readers", "identity"]
     assert all(e["identity_via"] == "jwt" for e in lines)
     assert [e["upstream"] for e in lines] == ["time", "time", "time", None]  # carol: none started
-    assert lines[0]["arguments"].startswith("sha256:") and "Asia" not in json.dumps(lines)
+    assert lines[0]["arguments"].startswith("hmac-sha256:") and "Asia" not in json.dumps(lines)
+    # The block reason reaches spans and logs, where the caller is a pseudonym: it never names
+    # the caller.
+    assert lines[1]["reason"].startswith("the caller may not call 'convert_time'")
+    assert "identity rule 'readers'" in lines[1]["reason"]
+    assert not any("bob" in json.dumps(e) for e in refused + completed)
     assert verify_audit_log(tmp_path / "audit.jsonl").ok
 
     spans = otelhooks_tracing.find("execute_tool convert_time")
@@ -236,8 +241,8 @@ command = {json.dumps(time_command())}
 [auth]
 tokens = "{tokens}"
 identity_in_telemetry = "plain"
-[pinning]
-file = "pins.json"
+[store]
+file = "gateway.sqlite3"
 """
     async with gateway(policy, tmp_path) as gw:
         async with host(gw.url, token) as dana:
@@ -282,8 +287,8 @@ async def test_a_tool_that_changes_after_it_was_pinned_is_hidden_and_blocked_unt
 [[upstream]]
 name = "fault"
 command = {json.dumps(fault_command())}
-[pinning]
-file = "pins.json"
+[store]
+file = "gateway.sqlite3"
 [audit]
 file = "audit.jsonl"
 """
@@ -306,19 +311,20 @@ file = "audit.jsonl"
 
 
 def test_approve_shows_the_change_and_pins_the_new_definition(tmp_path: Path) -> None:
+    from otelhooks.builtin.store import Definition, SQLiteStore
+
     policy = tmp_path / "policy.toml"
     policy.write_text(
         f'[[upstream]]\nname = "time"\ncommand = {json.dumps(time_command())}\n'
-        '[pinning]\nfile = "pins.json"\n'
+        '[store]\nfile = "gateway.sqlite3"\n'
     )
     assert proxy_cli("--policy", str(policy), "--check", timeout=60).returncode == 0
-    pins = tmp_path / "pins.json"
-    data = json.loads(pins.read_text())
-    (key,) = data["upstreams"]
-    pinned = data["upstreams"][key]["get_current_time"]
-    pinned["definition"]["description"] = "Get the current time. (as it was once)"
-    pinned["hash"] = "sha256:" + "0" * 64
-    pins.write_text(json.dumps(data))
+    store = SQLiteStore(tmp_path / "gateway.sqlite3")
+    (pinned,) = [p for p in store.pins() if p.tool == "get_current_time"]
+    older = {**pinned.definition, "description": "Get the current time. (as it was once)"}
+    old = Definition(pinned.upstream, pinned.tool, "sha256:" + "0" * 64, older)
+    store.approve_pin(old, by="test")
+    store.close()
 
     checked = proxy_cli("--policy", str(policy), "--check", timeout=60)
     assert "get_current_time (definition changed since pinned: hidden and blocked)" in (
@@ -331,11 +337,17 @@ def test_approve_shows_the_change_and_pins_the_new_definition(tmp_path: Path) ->
     assert '-  "description": "Get the current time. (as it was once)"' in shown.stdout
     assert "approved" not in shown.stdout  # nothing named: nothing approved
     approved = subprocess.run(
-        [*approve, "get_current_time"], capture_output=True, text=True, cwd=ROOT, timeout=60
+        [*approve, "--as", "alice", "get_current_time"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
     )
     assert approved.returncode == 0 and "approved get_current_time" in approved.stdout
     again = proxy_cli("--policy", str(policy), "--check", timeout=60)
     assert "changed since pinned" not in again.stderr
+    store = SQLiteStore(tmp_path / "gateway.sqlite3")
+    assert store.get_pin(pinned.upstream, pinned.tool).pinned_by == "alice"  # type: ignore[union-attr]
 
 
 # -- large results --------------------------------------------------------------------------
@@ -349,7 +361,7 @@ async def test_a_result_too_large_for_an_sse_event_is_a_clear_error_or_delivered
     big = root / "big.txt"
     big.write_text(("0123456789abcdef" * 64 + "\n") * 2100)  # 2.1 MB
     upstream = f'[[upstream]]\nname = "fs"\ncommand = {json.dumps(filesystem_command(root))}\n'
-    pins = '[pinning]\nfile = "pins.json"\n'
+    pins = '[store]\nfile = "gateway.sqlite3"\n'
     arguments = {"path": str(big)}
     async with (
         gateway(upstream + pins, tmp_path, tracer_provider=otelhooks_tracing.provider) as gw,

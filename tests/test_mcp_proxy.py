@@ -426,7 +426,7 @@ async def test_the_relay_reviews_a_changed_tool_against_its_pin_and_holds_it_bac
     tmp_path: Path, record: Path
 ) -> None:
     policy = write_policy(
-        tmp_path / "policy.toml", f'[pinning]\nfile = "{tmp_path / "pins.json"}"\n'
+        tmp_path / "policy.toml", f'[store]\nfile = "{tmp_path / "gateway.sqlite3"}"\n'
     )
     params = proxy_params(
         "--policy",

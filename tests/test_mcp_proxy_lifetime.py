@@ -116,7 +116,7 @@ async def test_session_messages_share_a_trace_and_each_call_has_its_own(
     )
     policy = (
         f'[[upstream]]\nname = "time"\ncommand = {json.dumps(time_command())}\n'
-        f'[pinning]\nfile = "{tmp_path / "pins.json"}"\n'
+        f'[store]\nfile = "{tmp_path / "gateway.sqlite3"}"\n'
     )
     # A host as most are: plain JSON-RPC, no trace context in _meta.
     async with (

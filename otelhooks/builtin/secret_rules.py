@@ -411,6 +411,13 @@ PATTERNS: tuple[SecretPattern, ...] = (
         samples=("nfp_{a36}",),
         negatives=("nfp_short",),
     ),
+    _prefixed(  # the gateway's own tokens (otelhooks mcp token add): ohk_ and 43 URL-safe base64
+        "otelhooks_token",
+        "ohk_",
+        r"[A-Za-z0-9_-]{40,}",
+        samples=("ohk_{s43}",),
+        negatives=("ohk_ is the prefix of gateway tokens",),
+    ),
     _p(
         "cloudflare_origin_ca_key",
         r"(?<![A-Za-z0-9])v1\.0-[a-f0-9]{24}-[a-f0-9]{146}",

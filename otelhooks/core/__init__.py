@@ -40,8 +40,9 @@ __getattr__, __dir__ = lazy_names(
         "execute": "DEFAULT_TOOL_TIMEOUT ToolExecutor",
         "hooks": (
             "FAIL_CLOSED FAIL_OPEN KEEP AfterOverride AfterToolCallContext BeforeDecision "
-            "BeforeToolCallContext HookChain Hooks RegisteredHook ToolCallRecord ToolHook "
-            "UnmatchedToolPattern UnmatchedToolPatternError allow block rewrite"
+            "BeforeToolCallContext HookChain Hooks RegisteredHook ToolCallRecord ToolCheckError "
+            "ToolCheckWarning ToolHook UnmatchedToolPattern UnmatchedToolPatternError allow "
+            "block rewrite"
         ),
         "loop": "Agent AgentConfig AgentStateError RunResult",
         "outcome": "Allowed Ended Prepared",
@@ -108,6 +109,8 @@ __all__ = [
     "ToolCallRecord",
     "ToolCallRecorder",
     "ToolCallRequested",
+    "ToolCheckError",
+    "ToolCheckWarning",
     "ToolContext",
     "ToolError",
     "ToolExecutionEnd",

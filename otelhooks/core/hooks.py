@@ -30,18 +30,21 @@ Contracts
   that fails open is never silent.
 * A **hook object** takes part through the members of :class:`ToolHook` (a base class with no-op
   methods; subclassing it is optional): ``before_tool_call``, ``after_tool_call``,
-  ``on_tool_call_end`` and the settings ``name``, ``tools``, ``timeout``, ``before_failure``,
-  ``after_failure``, ``patterns``, ``requires_scrubber``. An object with a public attribute
-  that looks like a hook method but is none (within two edits of one, or starting with
-  ``before_``, ``after_`` or ``on_tool``) is refused with a ``TypeError`` naming the method it
-  probably meant: a misspelt after-hook never silently stops running.
+  ``on_tool_call_end``, the check ``check_tools`` and the settings ``name``, ``tools``,
+  ``timeout``, ``before_failure``, ``after_failure``, ``patterns``, ``requires_scrubber``. An
+  object with a public attribute that looks like a hook method but is none (within two edits of
+  one, or starting with ``before_``, ``after_`` or ``on_tool``) is refused with a ``TypeError``
+  naming the method it probably meant: a misspelt after-hook never silently stops running.
 * A hook that only applies to some tools (``tools=``, or a policy's ``patterns``) is checked
   against the registered tools when the registry is known (``Hooks(registry=...)``, and when an
   agent starts): a pattern that matches no tool raises :class:`UnmatchedToolPatternError` naming
-  the pattern, the tool it probably meant and the tools there are. ``tools_later=True`` on a
-  registration defers its check to the agent's start (tools registered later);
-  ``Hooks(strict=False)`` turns the errors into :class:`UnmatchedToolPattern` warnings. A typo
-  must not let the tool it meant run unguarded.
+  the pattern, the tool it probably meant and the tools there are. A hook object's own
+  ``check_tools`` is asked at the same moments, with the tools' specs: a problem it names (a
+  guard's argument that no tool it applies to takes) raises :class:`ToolCheckError`.
+  ``tools_later=True`` on a registration defers its check to the agent's start (tools
+  registered later); ``Hooks(strict=False)`` turns the errors into warnings
+  (:class:`UnmatchedToolPattern`, :class:`ToolCheckWarning`). A typo must not let the tool it
+  meant run unguarded.
 * Redaction of what the runtime writes is not a hook's business: it is the scrubber given to the
   executor (:mod:`otelhooks.core.scrub`). A hook that redacts results declares
   ``requires_scrubber = True``: an executor or agent without a scrubber then refuses to run it.
@@ -55,7 +58,7 @@ import difflib
 import fnmatch
 import inspect
 import warnings
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import (
@@ -282,6 +285,14 @@ class ToolHook:
         """See the call's outcome (sync)."""
         return None
 
+    def check_tools(self, tools: Sequence[ToolSpec]) -> Sequence[str]:
+        """The problems of the hook's own settings against the tools it is registered for
+        (those its registration's ``tools=`` match; all of them without), each a sentence
+        naming what it probably meant (a guard whose argument no tool it applies to takes would
+        guard nothing); empty when it fits. Asked with the tool pattern checks (see the module's
+        contracts), and reported the same way."""
+        return ()
+
 
 HOOK_METHODS: Final = ("before_tool_call", "after_tool_call", "on_tool_call_end")
 """The methods through which a hook object takes part."""
@@ -295,7 +306,9 @@ HOOK_SETTINGS: Final = (
     "requires_scrubber",
 )
 """The settings a hook object may carry."""
-_CONTRACT: Final = frozenset(HOOK_METHODS + HOOK_SETTINGS)
+HOOK_CHECKS: Final = ("check_tools",)
+"""The checks of its configuration a hook object may offer."""
+_CONTRACT: Final = frozenset(HOOK_METHODS + HOOK_SETTINGS + HOOK_CHECKS)
 _RETIRED: Final = {
     "scrub_text": "give the redactor to the executor or agent as scrubber=... instead",
     "scrub_result": "give the redactor to the executor or agent as scrubber=... instead",
@@ -359,11 +372,19 @@ def _member(hook: object, method: str) -> Callable[[Any], Any] | None:
     return fn  # type: ignore[no-any-return]
 
 
-class UnmatchedToolPattern(UserWarning):
+class ToolCheckWarning(UserWarning):
+    """A hook does not fit the registered tools (its own ``check_tools`` found a problem)."""
+
+
+class UnmatchedToolPattern(ToolCheckWarning):
     """A hook's tool pattern matches no registered tool (a typo lets the tool run unguarded)."""
 
 
-class UnmatchedToolPatternError(ValueError):
+class ToolCheckError(ValueError):
+    """Raised instead of :class:`ToolCheckWarning` when the check is strict."""
+
+
+class UnmatchedToolPatternError(ToolCheckError):
     """Raised instead of :class:`UnmatchedToolPattern` when the check is strict."""
 
 
@@ -382,6 +403,7 @@ class RegisteredHook:
     patterns: tuple[str, ...] = ()  # tool patterns of the hook's own (a policy's list)
     tools_later: bool = False  # its tools are registered later: not checked at registration
     requires_scrubber: bool = False  # see ToolHook.requires_scrubber
+    check: Callable[[Sequence[ToolSpec]], Iterable[str]] | None = None  # ToolHook.check_tools
     _exact: frozenset[str] = field(default=frozenset(), repr=False)
     _globs: tuple[str, ...] = field(default=(), repr=False)
 
@@ -453,10 +475,11 @@ class HookChain:
                 "to the executor or agent as scrubber=... as well"
             )
 
-    def check_tools(self, tool_names: Iterable[str], *, strict: bool = True) -> list[str]:
-        """Raise on (or, not ``strict``, warn about) tool patterns that match no tool; returns
-        the messages."""
-        return check_tool_patterns(self.hooks, tool_names, strict=strict)
+    def check_tools(self, tools: Iterable[str | ToolSpec], *, strict: bool = True) -> list[str]:
+        """Raise on (or, not ``strict``, warn about) tool patterns that match no tool and the
+        problems hooks find with the tools (see :func:`check_tool_patterns`); returns the
+        messages."""
+        return check_tool_patterns(self.hooks, tools, strict=strict)
 
     def for_tool(self, tool_name: str) -> PhaseHooks:
         """The before-hooks, after-hooks and observers that apply to ``tool_name``, in order."""
@@ -471,25 +494,38 @@ class HookChain:
 
 
 def check_tool_patterns(
-    hooks: Iterable[RegisteredHook], tool_names: Iterable[str], *, strict: bool = True
+    hooks: Iterable[RegisteredHook], tools: Iterable[str | ToolSpec], *, strict: bool = True
 ) -> list[str]:
-    """Raise :class:`UnmatchedToolPatternError` naming each hook tool pattern that matches none
-    of ``tool_names`` (the tool it probably meant, and the tools there are), or with ``strict``
-    false warn (:class:`UnmatchedToolPattern`); returns the messages."""
-    names = sorted(tool_names)
-    problems = []
+    """Check hooks against the tools there are (names, or specs): raise
+    :class:`UnmatchedToolPatternError` naming each hook tool pattern that matches none of them
+    (the tool it probably meant, and the tools there are), and :class:`ToolCheckError` for the
+    problems a hook's own ``check_tools`` finds with the specs (asked only when every tool is
+    given as a spec); with ``strict`` false warn instead. Returns the messages."""
+    given = list(tools)
+    names = sorted(t if isinstance(t, str) else t.name for t in given)
+    specs = [t for t in given if not isinstance(t, str)]
+    complete = len(specs) == len(given)
+    unmatched: list[str] = []
+    misfits: list[str] = []
     for hook in hooks:
         for pattern in hook.unmatched_patterns(names):
             meant = difflib.get_close_matches(pattern, names, 1, 0.6)
             hint = f" (did you mean {meant[0]!r}?)" if meant else ""
-            problems.append(
+            unmatched.append(
                 f"hook {hook.name!r}: tool pattern {pattern!r} matches no registered tool{hint}; "
                 f"the tools are: {', '.join(names) or 'none'}"
             )
+        if hook.check is not None and complete:  # asked about the tools it applies to
+            scoped = [spec for spec in specs if hook.applies_to(spec.name)]
+            misfits.extend(str(problem) for problem in hook.check(scoped))
+    problems = unmatched + misfits
     if problems and strict:
-        raise UnmatchedToolPatternError("; ".join(problems))
-    for problem in problems:
+        error = UnmatchedToolPatternError if unmatched else ToolCheckError
+        raise error("; ".join(problems))
+    for problem in unmatched:
         warnings.warn(problem, UnmatchedToolPattern, stacklevel=3)
+    for problem in misfits:
+        warnings.warn(problem, ToolCheckWarning, stacklevel=3)
     return problems
 
 
@@ -544,11 +580,14 @@ class Hooks:
         for h in hooks:
             self.add(h)
 
-    def check_tools(self, tool_names: Iterable[str], *, strict: bool | None = None) -> list[str]:
-        """Raise on (or, not strict, warn about) tool patterns that match none of
-        ``tool_names``; every registration is checked, deferred ones included."""
+    def check_tools(
+        self, tools: Iterable[str | ToolSpec], *, strict: bool | None = None
+    ) -> list[str]:
+        """Raise on (or, not strict, warn about) tool patterns that match none of ``tools``
+        (names or specs) and, given specs, what hooks' own ``check_tools`` find; every
+        registration is checked, deferred ones included."""
         return check_tool_patterns(
-            self._hooks, tool_names, strict=self.strict if strict is None else strict
+            self._hooks, tools, strict=self.strict if strict is None else strict
         )
 
     def add(
@@ -582,6 +621,7 @@ class Hooks:
                 )
             own_patterns: tuple[str, ...] = ()
             requires_scrubber = False
+            check = None
             if hook is not None:
                 check_hook_object(hook)
                 before = before or _member(hook, "before_tool_call")
@@ -594,6 +634,7 @@ class Hooks:
                 before_failure = before_failure or getattr(hook, "before_failure", None)
                 after_failure = after_failure or getattr(hook, "after_failure", None)
                 requires_scrubber = getattr(hook, "requires_scrubber", False) is True
+                check = _member(hook, "check_tools")
             if before is None and after is None and observe is None:
                 raise TypeError(
                     "a hook needs before_tool_call, after_tool_call or on_tool_call_end"
@@ -615,9 +656,10 @@ class Hooks:
                 patterns=own_patterns,
                 tools_later=tools_later,
                 requires_scrubber=requires_scrubber,
+                check=check,
             )
         if self.registry is not None and not registered.tools_later:
-            check_tool_patterns([registered], [t.name for t in self.registry], strict=self.strict)
+            check_tool_patterns([registered], self.registry.specs(), strict=self.strict)
         self._hooks.append(registered)
         self._snapshot = None
         return registered

@@ -424,7 +424,7 @@ class Agent:
     async def _run(
         self, new: list[UserMessage], signal: CancelSignal, *, poll_steering: bool
     ) -> RunResult:
-        self.hooks.check_tools([t.name for t in self.tools])  # a typo stops the run here
+        self.hooks.check_tools(self.tools.specs())  # a typo stops the run here
         self.hooks.snapshot().check_scrubber(self.scrubber is not NO_SCRUBBING)
         run_id = uuid.uuid4().hex[:16]
         trace_ = self._recorder.run(

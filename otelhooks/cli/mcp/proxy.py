@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -64,6 +65,12 @@ def add_parser(mcp_sub: Any) -> None:
         help="start the upstreams, check the policy against their tools, list them, and exit",
     )
     proxy.add_argument(
+        "--audit-record-gap",
+        action="store_true",
+        help="start even though the audit log does not match its head (lines cut from its "
+        "end, the head gone): write a signed record of the gap and go on from there",
+    )
+    proxy.add_argument(
         "upstream_command",
         nargs=argparse.REMAINDER,
         metavar="-- COMMAND",
@@ -88,6 +95,10 @@ def run(args: argparse.Namespace) -> int:
     except PolicyError as exc:
         print(f"otelhooks mcp proxy: {exc}", file=sys.stderr)
         return 2
+    if args.audit_record_gap and policy.audit is not None:
+        policy = dataclasses.replace(
+            policy, audit=dataclasses.replace(policy.audit, record_gap=True)
+        )
     try:
         upstreams = (
             [upstream_from_command(command, args.name, inherit_env=args.pass_env)]
@@ -182,8 +193,9 @@ async def _serve(
                 notes = []
                 if policy.denies(tool.name):
                     notes.append("denied: hidden from tools/list")
-                if proxy.pinning is not None and proxy.pinning.refused(tool.name):
+                if proxy.gateway.held_back(tool.name, proxy.base.key):
                     notes.append("definition changed since pinned: hidden and blocked")
+                notes.extend(proxy.guard_notes.get(tool.name, ()))
                 print(tool.name + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
             return 0
         if listen is None:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ...core import BeforeDecision, BeforeToolCallContext, block
+from ...core import BeforeDecision, BeforeToolCallContext, ToolSpec, block
 from .auth import Identity
 from .naming import uri_matches
 
@@ -175,6 +175,22 @@ class IdentityRules:
         """Every tool pattern of the rules: one that matches no tool stops the start."""
         return tuple(p for r in self.rules for p in (*r.tools, *r.deny))
 
+    @property
+    def guards(self) -> tuple[Any, ...]:
+        """Every argument guard of the rules."""
+        return tuple(g for r in self.rules for g in r.guards)
+
+    def check_tools(self, tools: Sequence[ToolSpec]) -> list[str]:
+        """The problems of the rules' guards against the tools there are (a guard whose
+        argument no tool takes would guard nothing: the start is refused)."""
+        problems = []
+        for rule in self.rules:
+            for guard in rule.guards:
+                check = getattr(guard, "check_tools", None)
+                for problem in check(tools) if check is not None else ():
+                    problems.append(f"identity rule {rule.name!r}: {problem}")
+        return problems
+
     def rule_for(self, identity: Identity | None) -> IdentityRule | None:
         """The first rule that matches ``identity``."""
         if identity is None:
@@ -209,7 +225,9 @@ class IdentityRules:
         identity = caller.identity if caller is not None else None
         tool = ctx.tool_call.name
         rule = self.rule_for(identity)
-        who = identity.label if identity is not None else "an unknown caller"
+        # The reason reaches the host, spans and logs: it never names the caller (who may be
+        # shown only as a pseudonym there), and the caller knows who it is.
+        who = "the caller" if identity is not None else "an unknown caller"
         if rule is None:
             if self.unmatched == "allow":
                 return None
@@ -219,7 +237,8 @@ class IdentityRules:
         refusal = rule.refusal(tool)
         if refusal is not None:
             return block(f"{who} may not call {tool!r}: identity rule {rule.name!r}: {refusal}")
-        limited = self._count(rule, identity)
+        # Counted once: not again when a later hook's rewrite runs this hook again.
+        limited = None if ctx.recheck else self._count(rule, identity)
         if limited is not None:
             return block(f"{who}: identity rule {rule.name!r}: {limited}")
         for guard in rule.guards:
@@ -229,7 +248,7 @@ class IdentityRules:
         return None
 
     def _count(self, rule: IdentityRule, identity: Identity | None) -> str | None:
-        key = f"{rule.name}\x1f{identity.digest() if identity is not None else ''}"
+        key = f"{rule.name}\x1f{identity.principal if identity is not None else ''}"
         now = time.monotonic()
         with self._lock:
             usage = self._usage.setdefault(key, _Usage())

@@ -18,14 +18,12 @@ for results and log data, ``ask_host`` for an upstream's requests, ``refuse`` to
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fnmatch
 import logging
-import os
-import threading
 import uuid
 import warnings
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -37,7 +35,7 @@ from opentelemetry.trace import Link, StatusCode, TracerProvider
 from pydantic import BaseModel, ValidationError
 
 from ...builtin import RedactionHook, StructlogEvents
-from ...builtin.audit import AuditLog
+from ...builtin.policy import check_guards
 from ...core import (
     NO_SCRUBBING,
     AgentContext,
@@ -45,10 +43,10 @@ from ...core import (
     ToolCall,
     ToolCallRecord,
     ToolCallRecorder,
+    ToolCheckError,
+    ToolCheckWarning,
     ToolExecutor,
     ToolResult,
-    UnmatchedToolPattern,
-    UnmatchedToolPatternError,
 )
 from ...telemetry import attributes as A
 from ...telemetry.content import capture_from_env
@@ -56,8 +54,9 @@ from ...telemetry.instruments import Instruments
 from .access import CALLER, EVERYTHING, Caller, Grant, IdentityRules
 from .auth import Identity
 from .client import rebuilt_result, wire_result
-from .pinning import Pinning, PinStore, default_pin_file, upstream_key
+from .pinning import Pinning, open_pins, upstream_key
 from .policy import ProxyPolicy, UpstreamConfig
+from .records import CallerRecords, RecordsError
 from .upstreams import UpstreamSet
 
 logger = logging.getLogger("otelhooks.mcp.proxy")
@@ -132,66 +131,6 @@ def unknown_tool(name: str) -> Refused:
     return Refused(mcp_types.INVALID_PARAMS, f"Unknown tool: {name[:100]!r}")
 
 
-class GroupCommit:
-    """Makes what was written to a file durable before a caller goes on: ``await sync()``
-    returns once an ``fsync`` that started after the call has finished. The ``fsync`` runs in a
-    worker thread, one at a time, so that the callers waiting together share one."""
-
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._fd = os.open(path, os.O_RDONLY)
-        self._started = 0
-        self._done = 0
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
-        self._running = False
-        self._lock = threading.Lock()
-
-    async def sync(self) -> None:
-        """Return once what was written before the call is on disk."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        self._waiters.append((self._started + 1, future))
-        if not self._running:
-            self._next(loop)
-        await future
-
-    def _next(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._running = True
-        self._started += 1
-        number = self._started
-        task = loop.run_in_executor(None, self._fsync)
-        task.add_done_callback(lambda done: self._finished(loop, number, done))
-
-    def _fsync(self) -> None:
-        with self._lock:
-            if self._fd >= 0:
-                os.fsync(self._fd)
-
-    def _finished(self, loop: asyncio.AbstractEventLoop, number: int, done: Any) -> None:
-        self._done = number
-        failure = done.exception()
-        waiting = []
-        for need, future in self._waiters:
-            if need <= number:
-                if not future.done():
-                    if failure is not None:
-                        future.set_exception(failure)
-                    else:
-                        future.set_result(None)
-            else:
-                waiting.append((need, future))
-        self._waiters = waiting
-        self._running = False
-        if waiting:
-            self._next(loop)
-
-    def close(self) -> None:
-        """Let go of the file (later ``sync`` calls do nothing)."""
-        with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
-
-
 class Gateway:
     """The core under every serving path (see the module's docs).
 
@@ -225,12 +164,17 @@ class Gateway:
             if self.policy.identities and auth is not None
             else None
         )
-        self.audit = self._audit()
-        self.commit = (
-            GroupCommit(self.audit.path)
-            if self.audit is not None and self.policy.audit is not None and self.policy.audit.fsync
-            else None
-        )
+        try:
+            self.records = CallerRecords(self.policy)
+        except RecordsError as exc:
+            raise ProxyStartError(str(exc)) from None
+        self.audit = self.records.audit
+        self.refusals = self.records.refusals
+        self.identity_attributes = self.records.identity_attributes
+        self.log_fields = self.records.log_fields
+        self.durable = self.records.durable
+        self.guards: list[Any] = []  # the argument guards, for their notes and URL upstreams
+        self.guard_notes: dict[str, list[str]] = {}  # tool -> what its guards leave unchecked
         self.hooks = self._hooks(hooks)
         self.recorder = ToolCallRecorder(
             tracer_provider,
@@ -241,28 +185,21 @@ class Gateway:
         )
         self.tracer = trace.get_tracer("otelhooks.mcp.proxy", tracer_provider=tracer_provider)
         self._shown: dict[tuple[Grant, str], bool] = {}
-        self._log_fields: dict[Identity, dict[str, Any]] = {}
+        self._reviewed: weakref.WeakSet[UpstreamSet] = weakref.WeakSet()
 
     # -- set-up ------------------------------------------------------------------------------
 
     def _pinning(self) -> Pinning | None:
+        """The pinning over the store; a pin file of an earlier version is imported once."""
         config = self.policy.pinning
         if not config.enabled:
             return None
-        store = PinStore(config.file or default_pin_file())
+        store = open_pins(self.policy.store.file)
+        if config.import_file:
+            count = store.import_file(config.import_file)
+            if count:
+                logger.info("imported %d pins of %s into the store", count, config.import_file)
         return Pinning(store, approved=config.approve, new_tools=config.new_tools)
-
-    def _audit(self) -> AuditLog | None:
-        config = self.policy.audit
-        if config is None:
-            return None
-        key = os.environ.get(config.key_env, "").encode() if config.key_env else None
-        if config.key_env and not key:
-            raise ProxyStartError(
-                f"{self.policy.source}: [audit] key_env names {config.key_env}, which is not set"
-            )
-        # Durable by group commit (GroupCommit) before each answer, not by an fsync per line.
-        return AuditLog(config.file, fields=self._audit_fields, key=key, fsync=False)
 
     def _hooks(self, extra: Iterable[Any]) -> Hooks:
         """Pinning first (a changed tool never runs), then the identity rules, redaction, the
@@ -284,9 +221,15 @@ class Gateway:
                 before_failure=spec.before_failure or policy.before_failure,  # type: ignore[arg-type]
                 after_failure=spec.after_failure or policy.after_failure,  # type: ignore[arg-type]
             )
+        extra = list(extra)
         for hook in extra:
             hooks.add(hook)
-        hooks.add(observe=self._caller_attributes, name="caller")
+        self.guards = [
+            *(spec.hook for spec in policy.hook_specs()),
+            *(self.identity_rules.guards if self.identity_rules is not None else ()),
+            *extra,
+        ]
+        hooks.add(observe=self.records.caller_attributes, name="caller")
         hooks.add(StructlogEvents())
         if self.audit is not None:
             hooks.add(self.audit)
@@ -297,42 +240,79 @@ class Gateway:
         audit = self.policy.audit
         return config.environment(audit.key_env if audit is not None else None)
 
-    def check_policy(self, names: Iterable[str]) -> list[str]:
-        """Warn (as log lines naming the tools there are) about policy tool patterns that
-        match none of ``names``; raise :class:`ProxyStartError` for them when the policy is
-        strict."""
+    def check_policy(self, uset: UpstreamSet) -> list[str]:
+        """Check the hooks against the tools of ``uset`` (the core's check: tool patterns that
+        match no tool, guards whose argument no tool takes), as log lines naming the tools
+        there are; raise :class:`ProxyStartError` for them when the policy is strict. Note the
+        tools whose path-like arguments a guard leaves unchecked (their calls are blocked), and
+        have guards check the paths of URL upstreams' tools lexically (they mean nothing on this
+        filesystem)."""
+        remote = [
+            entry.name
+            for config in self.configs
+            if config.url is not None and config.name in uset.servers
+            for entry in uset.servers[config.name].listings
+        ]
+        for guard in self.guards:
+            lexical_for = getattr(guard, "lexical_for", None)
+            if remote and lexical_for is not None:
+                lexical_for(remote)
+        specs = uset.registry.specs()
         with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", UnmatchedToolPattern)
+            warnings.simplefilter("always", ToolCheckWarning)
             try:
-                unmatched = self.hooks.check_tools(list(names), strict=self.policy.strict)
-            except UnmatchedToolPatternError as exc:
+                problems = self.hooks.check_tools(specs, strict=self.policy.strict)
+            except ToolCheckError as exc:
                 raise ProxyStartError(
                     f"{self.policy.source}: {exc} (a typo would leave the tool it meant "
                     "unguarded; strict = false in [proxy] lets the proxy start anyway)"
                 ) from None
         for warning in caught:
             logger.warning("%s: %s", self.policy.source, warning.message)
-        return unmatched
+        _, self.guard_notes = check_guards(self.guards, specs)
+        for tool, notes in self.guard_notes.items():
+            for note in notes:
+                logger.warning("%s: %s: %s", self.policy.source, tool, note)
+        return problems
 
     def review(self, uset: UpstreamSet) -> None:
         """Check the listings of a set's upstreams against the pins. Pins are kept per
         upstream (its name and command or URL); what a review holds back is kept per set
-        (``uset.key``, on the caller of each call as ``upstream_set``)."""
+        (``uset.key``, on the caller of each call as ``upstream_set``), and forgotten with
+        it."""
         if self.pinning is None:
             return
+        if uset not in self._reviewed:
+            self._reviewed.add(uset)
+            weakref.finalize(uset, self.pinning.forget, uset.key)
         for config in self.configs:
             server = uset.servers.get(config.name)
-            if server is None:
-                continue
+            if server is not None:
+                self.review_listing(
+                    uset.key, config, [(e.name, e.listing) for e in server.listings]
+                )
+
+    def review_listing(
+        self,
+        owner: str,
+        config: UpstreamConfig,
+        tools: Iterable[tuple[str, mcp_types.Tool]],
+    ) -> None:
+        """Check one upstream's listing (served name, listing) against the pins, as the
+        upstream set ``owner`` (its key) sees it."""
+        if self.pinning is not None:
             key = upstream_key(config.name, config.url or " ".join(config.command))
-            self.pinning.review(key, [(e.name, e.listing) for e in server.listings])
+            self.pinning.review(key, tools, owner=owner)
+
+    def held_back(self, name: str, owner: str | None) -> bool:
+        """Whether the pins hold the tool served as ``name`` back from the upstream set
+        ``owner`` (from any set when ``None``)."""
+        return self.pinning is not None and self.pinning.refused(name, owner)
 
     async def close(self) -> None:
-        """Close the audit log."""
-        if self.commit is not None:
-            self.commit.close()
-        if self.audit is not None:
-            self.audit.close()
+        """Write the refused logins still counted, and close the audit log (its lines and its
+        head made durable)."""
+        self.records.close()
 
     # -- who may do what ---------------------------------------------------------------------
 
@@ -375,7 +355,7 @@ class Gateway:
                     continue  # a name another upstream serves
                 if not self.shows_tool(grant, entry.name):
                     continue
-                if pinning is not None and pinning.refused(entry.name):
+                if pinning is not None and pinning.refused(entry.name, uset.key):
                     continue
                 listed.append(entry.listing.model_copy(update={"name": entry.name}))
         return listed
@@ -420,11 +400,6 @@ class Gateway:
             CALLER.reset(token)
         await self.durable()
         return answer
-
-    async def durable(self) -> None:
-        """Wait until the audit lines written so far are on disk (group commit)."""
-        if self.commit is not None:
-            await self.commit.sync()
 
     def timeout_for(self, tool: str) -> float | None:
         """The policy's timeout for ``tool`` (``[tools] timeouts``), if any."""
@@ -509,76 +484,6 @@ class Gateway:
             return data
         clean, paths = self.policy.redactor.redact(data, kind)
         return clean if paths else data
-
-    # -- the caller on telemetry ------------------------------------------------------------
-
-    def identity_attributes(self, identity: Identity | None) -> dict[str, Any]:
-        """The identity as telemetry shows it: plain, a pseudonym, or nothing (``[auth]
-        identity_in_telemetry``; a proxy without ``[auth]`` shows how the host came in)."""
-        if identity is None:
-            return {}
-        mode = self.policy.auth.identity_in_telemetry if self.policy.auth else "plain"
-        attrs: dict[str, Any] = {A.IDENTITY_VIA: identity.via}
-        if mode == "plain":
-            attrs[A.USER_ID] = identity.label
-            if identity.groups:
-                attrs[A.USER_ROLES] = identity.groups
-        elif mode == "hash":
-            attrs[A.USER_HASH] = identity.digest()
-        return attrs
-
-    def log_fields(self, identity: Identity | None) -> dict[str, Any]:
-        """The identity's fields on structlog events (cached per identity)."""
-        if identity is None:
-            return {}
-        found = self._log_fields.get(identity)
-        if found is None:
-            found = {
-                k.replace(".", "_"): v
-                for k, v in self.identity_attributes(identity).items()
-                if k != A.IDENTITY_VIA
-            }
-            if len(self._log_fields) >= 4096:
-                self._log_fields.clear()
-            self._log_fields[identity] = found
-        return found
-
-    def _caller_attributes(self, record: ToolCallRecord) -> None:
-        """The host's and the caller's attributes on the call's span (an observer: the span is
-        current and not yet ended)."""
-        caller = CALLER.get()
-        span = trace.get_current_span()
-        if caller is None or not span.is_recording():
-            return
-        attrs: dict[str, Any] = {A.NETWORK_TRANSPORT: caller.transport}
-        if caller.transport == "tcp":
-            attrs[A.NETWORK_PROTOCOL_NAME] = "http"
-        if caller.session_id:
-            attrs[A.MCP_SESSION_ID] = caller.session_id
-        upstream = caller.upstream
-        if upstream:
-            attrs[A.MCP_UPSTREAM] = upstream
-        if caller.rule:
-            attrs[A.IDENTITY_RULE] = caller.rule
-        attrs.update(self.identity_attributes(caller.identity))
-        span.set_attributes(attrs)
-
-    def _audit_fields(self, record: ToolCallRecord) -> dict[str, Any]:
-        caller = CALLER.get()
-        if caller is None:
-            return {}
-        identity = caller.identity
-        fields: dict[str, Any] = {
-            "identity": identity.label if identity is not None else None,
-            "identity_via": identity.via if identity is not None else None,
-            "issuer": identity.issuer if identity is not None else None,
-            "session": caller.session_id,
-            "upstream": caller.upstream,
-            "rule": caller.rule or record.deciding_hook,
-        }
-        if record.decision in ("block", "skip") and record.block_reason:
-            fields["reason"] = record.block_reason
-        return fields
 
 
 def call_tool_result(data: Mapping[str, Any]) -> mcp_types.CallToolResult:

@@ -10,8 +10,10 @@ Layers, outermost first:
   hold connections open by trickling headers).
 * :class:`Hygiene`: a ``GET`` asking to resume a stream (``Last-Event-ID``) is served as a new
   stream: the proxy keeps no event store, so there is nothing to replay.
-* the SDK's bearer authentication (401 with ``WWW-Authenticate``, 403 for missing scopes), with
-  ``refused_login(scope, status)`` told of each refusal;
+* :class:`RefusalWatch` (with authentication): ``refused(scope, status, reason)`` is told of
+  every 401 and 403, with the reason the token verifier noted (never the token);
+* the SDK's bearer authentication (401 with ``WWW-Authenticate`` naming the resource metadata,
+  403 for missing scopes);
 * :class:`Admission`: a request that would open a new upstream session is refused with HTTP 503
   and a JSON-RPC error (and an audit line) when the limits are reached; a running session is
   never closed to make room;
@@ -29,6 +31,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from .auth import noting_refusal
 
 logger = logging.getLogger("otelhooks.mcp.proxy")
 
@@ -116,29 +120,47 @@ class Hygiene:
         await self.app(scope, receive, send)
 
 
-class RefusalWatch:
-    """Tells ``refused(scope, status)`` of every 401 and 403 the app answers."""
+Refused = Callable[[dict[str, Any], int, str], None]
+"""``refused(scope, status, reason)``: a request answered 401 or 403, and why."""
 
-    def __init__(self, app: Any, refused: Callable[[Any, int], None]) -> None:
+
+class RefusalWatch:
+    """Tells ``refused(scope, status, reason)`` of every 401 and 403 the app answers; the
+    reason is what the token verifier noted (:func:`~otelhooks.integrations.mcp.auth.refused`),
+    else what the request lacked."""
+
+    def __init__(self, app: Any, refused: Refused) -> None:
         self.app = app
         self.refused = refused
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        async def watched(message: Any) -> None:
-            if message.get("type") == "http.response.start" and message.get("status") in (
-                401,
-                403,
-            ):
-                self.refused(scope, int(message["status"]))
-            await send(message)
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        with noting_refusal() as note:
 
-        await self.app(scope, receive, watched)
+            async def watched(message: Any) -> None:
+                if message.get("type") == "http.response.start":
+                    status = int(message.get("status", 0))
+                    if status in (401, 403):
+                        self.refused(scope, status, note.reason or _lacking(scope, status))
+                await send(message)
+
+            await self.app(scope, receive, watched)
 
 
-def refused_login(scope: Any, status: int) -> None:
+def _lacking(scope: dict[str, Any], status: int) -> str:
+    if status == 403:
+        return "forbidden (a missing scope, or an Origin not allowed)"
+    if _header(scope, b"authorization") is None:
+        return "no bearer token"
+    return "not a bearer token"
+
+
+def refused_login(scope: dict[str, Any], status: int, reason: str) -> None:
     """What is done with a refused login by default: a log line with the client address."""
     client = scope.get("client") or ("?", 0)
-    logger.debug("login refused (%d) for %s", status, client[0])
+    logger.debug("login refused (%d) for %s: %s", status, client[0], reason)
 
 
 def http_app(
@@ -153,7 +175,7 @@ def http_app(
     check: Check,
     release: Callable[[Any], None],
     idle_timeout: float,
-    refused: Callable[[Any, int], None] = refused_login,
+    refused: Refused = refused_login,
 ) -> Any:
     """The ASGI app (see the module's docs) over ``server``, an ``mcp`` low-level ``Server``.
     ``auth`` (``mcp`` ``AuthSettings``) and ``verifier`` turn on bearer authentication."""
@@ -184,13 +206,10 @@ def http_app(
     middleware: list[Any] = []
     if verifier is not None and auth is not None:
         resource_url = auth.resource_server_url
-        endpoint = RefusalWatch(
-            RequireAuthMiddleware(
-                endpoint,
-                auth.required_scopes or [],
-                build_resource_metadata_url(resource_url) if resource_url else None,
-            ),
-            refused,
+        endpoint = RequireAuthMiddleware(
+            endpoint,
+            auth.required_scopes or [],
+            build_resource_metadata_url(resource_url) if resource_url else None,
         )
         middleware = [
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
@@ -205,7 +224,9 @@ def http_app(
                 )
             )
     routes.insert(0, Route(path, endpoint=endpoint))
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lambda _: manager.run())
+    app: Any = Starlette(routes=routes, middleware=middleware, lifespan=lambda _: manager.run())
+    if verifier is not None and auth is not None:
+        app = RefusalWatch(app, refused)  # outside the verifier: it notes its reason here
     return Hygiene(app)
 
 

@@ -16,8 +16,9 @@
 
     [[guard]]
     kind = "path"                     # path | url_host | pattern
-    argument = "repo_path"
+    argument = "repo_path"            # also its list form (repo_paths); arguments = [...] more
     root = "."
+    # relative_to = "."               # what the server resolves relative paths against
 
     [[limit]]
     max_calls = 50
@@ -32,7 +33,8 @@
 
 A file with an error is refused as a whole with :class:`PolicyError` naming the file, the line
 and the problem: an unknown key, a value of the wrong type, a regex that does not compile, a hook
-that cannot be imported. Nothing is ever half-loaded into an allow-all proxy.
+that cannot be imported. Nothing is ever half-loaded into an allow-all proxy. Relative paths in it
+(guard roots, the token file, the audit log, the store) are relative to the file.
 """
 
 from __future__ import annotations
@@ -164,6 +166,7 @@ class AuthConfig:
     groups_claim: str = "groups"
     unmatched: str = "deny"  # an identity no [[identity]] rule matches: deny, or allow
     identity_in_telemetry: str = "hash"  # hash | plain | none
+    jwks_ttl: float = 60.0  # seconds a JWKS is trusted (at most 60: a removed key's bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,8 +174,10 @@ class AuditConfig:
     """``[audit]``: where the audit log goes and how it is chained."""
 
     file: str
-    key_env: str | None = None  # the environment variable holding the HMAC key
+    key_env: str | None = None  # the environment variable holding the secret
+    key_file: str | None = None  # else this file (default: <file>.key, made once, mode 0600)
     fsync: bool = True
+    record_gap: bool = False  # a log that does not match its head: a gap record, not a refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,9 +185,16 @@ class PinningConfig:
     """``[pinning]``: tool definition pinning (on by default)."""
 
     enabled: bool = True
-    file: str | None = None  # default: $XDG_STATE_HOME/otelhooks/mcp-pins.json
     approve: Mapping[str, str] = field(default_factory=dict)  # tool -> approved hash
     new_tools: str = "pin"  # pin | block
+    import_file: str | None = None  # a pin file of an earlier version, imported into the store
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """``[store]``: where pins, pin approvals and call approvals are kept (one SQLite file)."""
+
+    file: str | None = None  # default: $XDG_STATE_HOME/otelhooks/gateway.sqlite3
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +235,7 @@ class ProxyPolicy:
     identities: tuple[IdentityRule, ...] = ()
     audit: AuditConfig | None = None
     pinning: PinningConfig = field(default_factory=PinningConfig)
+    store: StoreConfig = field(default_factory=StoreConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
 
     def hook_specs(self) -> list[HookSpec]:
@@ -453,7 +466,9 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
             raise red.fail("patterns", f"patterns[{index}].regex does not compile: {exc}") from None
     red.done("[redaction]")
     auth = (
-        _auth(_Reader(loader, top.get("auth", dict, {}), ("auth", 0))) if "auth" in data else None
+        _auth(_Reader(loader, top.get("auth", dict, {}), ("auth", 0)), base)
+        if "auth" in data
+        else None
     )
     identities = tuple(
         _identity(_Reader(loader, _table(loader, t, "identity", i), ("identity", i)), base, loader)
@@ -470,6 +485,7 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
         else None
     )
     pinning = _pinning(_Reader(loader, top.get("pinning", dict, {}), ("pinning", 0)), base)
+    store = _store(_Reader(loader, top.get("store", dict, {}), ("store", 0)), base)
     http = _http(_Reader(loader, top.get("http", dict, {}), ("http", 0)))
     top.done("the policy")
     if audit is not None and audit.key_env:
@@ -507,6 +523,7 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
         identities=identities,
         audit=audit,
         pinning=pinning,
+        store=store,
         http=http,
     )
 
@@ -540,11 +557,19 @@ def _choice(r: _Reader, key: str, choices: Sequence[str], default: str) -> str:
     return str(value)
 
 
-def _auth(r: _Reader) -> AuthConfig:
+def _auth(r: _Reader, base: Path) -> AuthConfig:
     resource = r.get("resource", str)
     issuer, jwks_url = r.get("issuer", str), r.get("jwks_url", str)
     audience = r.strings("audience", ()) or ((resource,) if resource else ())
     tokens = r.get("tokens", str)
+    if tokens is not None:
+        tokens = str(base / os.path.expanduser(tokens))
+    jwks_ttl = r.number("jwks_ttl")
+    if jwks_ttl is not None and jwks_ttl > 60:
+        raise r.fail(
+            "jwks_ttl",
+            f"jwks_ttl must be at most 60 seconds (a removed key's bound), not {jwks_ttl:g}",
+        )
     config = AuthConfig(
         resource=resource,
         issuer=issuer,
@@ -557,6 +582,7 @@ def _auth(r: _Reader) -> AuthConfig:
         identity_in_telemetry=_choice(
             r, "identity_in_telemetry", ("hash", "plain", "none"), "hash"
         ),
+        jwks_ttl=jwks_ttl or 60.0,
     )
     r.done("[auth]")
     if (issuer is None) != (jwks_url is None):
@@ -610,25 +636,42 @@ def _identity(r: _Reader, base: Path, loader: _Loader) -> IdentityRule:
 
 def _audit(r: _Reader, base: Path) -> AuditConfig:
     file = r.get("file", str)
+    key_env, key_file = r.get("key_env", str), r.get("key_file", str)
     config = AuditConfig(
         file=str(base / os.path.expanduser(file)) if file else "",
-        key_env=r.get("key_env", str),
+        key_env=key_env,
+        key_file=str(base / os.path.expanduser(key_file)) if key_file else None,
         fsync=r.get("fsync", bool, True),
     )
     r.done("[audit]")
     if not file:
         raise r.fail(None, "[audit] needs file, the audit log's path")
+    if key_env and key_file:
+        raise r.fail("key_file", "[audit] takes key_env or key_file, not both")
+    return config
+
+
+def _store(r: _Reader, base: Path) -> StoreConfig:
+    file = r.get("file", str)
+    config = StoreConfig(file=str(base / os.path.expanduser(file)) if file else None)
+    r.done("[store]")
     return config
 
 
 def _pinning(r: _Reader, base: Path) -> PinningConfig:
-    file = r.get("file", str)
+    if "file" in r.table:
+        raise r.fail(
+            "file",
+            "pins are kept in the store now: [store] file = ... (import a pin file of an "
+            'earlier version once with [pinning] import = "..." instead of file)',
+        )
+    imported = r.get("import", str)
     approve = r.string_map("approve")
     config = PinningConfig(
         enabled=r.get("enabled", bool, True),
-        file=str(base / os.path.expanduser(file)) if file else None,
         approve=approve,
         new_tools=_choice(r, "new_tools", ("pin", "block"), "pin"),
+        import_file=str(base / os.path.expanduser(imported)) if imported else None,
     )
     r.done("[pinning]")
     for tool, digest in approve.items():
@@ -735,6 +778,7 @@ def _guard(r: _Reader, base: Path) -> HookSpec:
     kind = r.get("kind", str)
     argument = r.get("argument", str)
     tools = r.strings("tools")
+    arguments = r.strings("arguments", ()) or ()
     if not argument:
         raise r.fail(None, "a [[guard]] needs the argument it checks")
     hook: Any
@@ -742,19 +786,30 @@ def _guard(r: _Reader, base: Path) -> HookSpec:
         root = r.get("root", str)
         if not root:
             raise r.fail(None, "a path guard needs a root")
-        hook = PathGuard(argument, str(base / os.path.expanduser(root)), tools=tools)
+        relative_to = r.get("relative_to", str)
+        hook = PathGuard(
+            argument,
+            str(base / os.path.expanduser(root)),
+            tools=tools,
+            arguments=arguments,
+            relative_to=str(base / os.path.expanduser(relative_to)) if relative_to else None,
+        )
     elif kind == "url_host":
         hosts = r.strings("hosts")
         if not hosts:
             raise r.fail(None, "a url_host guard needs hosts")
-        hook = UrlHostGuard(argument, hosts, tools=tools)
+        hook = UrlHostGuard(argument, hosts, tools=tools, arguments=arguments)
     elif kind == "pattern":
         regex = r.get("regex", str)
         if regex is None:
             raise r.fail(None, "a pattern guard needs a regex")
         try:
             hook = ArgumentPattern(
-                argument, regex, description=r.get("description", str), tools=tools
+                argument,
+                regex,
+                description=r.get("description", str),
+                tools=tools,
+                arguments=arguments,
             )
         except re.error as exc:
             raise r.fail("regex", f"regex does not compile: {exc}") from None

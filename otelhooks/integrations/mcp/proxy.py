@@ -30,11 +30,11 @@ from opentelemetry.trace import TracerProvider
 
 from ...telemetry import attributes as A
 from .access import Caller
-from .auth import LOOPBACK, Identity, JWTVerifier, TokenFileVerifier
+from .auth import LOOPBACK, VIA_CLAIM, GatewayVerifier, Identity
 from .gateway import Gateway, ProxyStartError, Refused
 from .http import RESERVATION, new_reservation
 from .policy import ProxyPolicy, UpstreamConfig
-from .server import VIA_CLAIM, SDKServer, connection_of, identity_of
+from .server import SDKServer, connection_of, identity_of
 from .upstreams import SessionLimit, UpstreamSet
 
 __all__ = ["MCPProxy", "ProxyStartError", "is_loopback"]
@@ -74,6 +74,9 @@ class MCPProxy:
         self.gateway = Gateway(policy, upstreams, hooks=hooks, tracer_provider=tracer_provider)
         self.policy = self.gateway.policy
         self.configs = self.gateway.configs
+        auth = self.policy.auth
+        # Made now: a token file that cannot be read stops the start, not the first request.
+        self.verifier = GatewayVerifier.of(auth) if auth is not None else None
         self.sdk = SDKServer(self.gateway)
         self._http: Any = None  # the uvicorn server of serve_http
 
@@ -86,6 +89,17 @@ class MCPProxy:
     def base(self) -> UpstreamSet | None:
         """The upstream sessions made at start (the policy check, the pins)."""
         return self.sdk.base
+
+    @property
+    def audit(self) -> Any:
+        """The audit log (``None`` without ``[audit]``)."""
+        return self.gateway.audit
+
+    @property
+    def guard_notes(self) -> dict[str, list[str]]:
+        """Per tool, the path-like arguments a guard leaves unchecked (its calls are
+        blocked), as found at start."""
+        return self.gateway.guard_notes
 
     # -- life --------------------------------------------------------------------------------
 
@@ -219,17 +233,14 @@ class MCPProxy:
             allowed_hosts=hosts,
             allowed_origins=list(http.allowed_origins),
         )
-        verifier: Any = None
         settings = None
         if auth is not None:
-            verifier = _verifier(auth)
             resource = auth.resource or f"http://{host}:{port}{path}"
-            jwt_mode = auth.issuer is not None
-            settings = AuthSettings(
+            settings = AuthSettings(  # RFC 9728 metadata and resource_metadata, tokens or JWTs
                 issuer_url=auth.issuer or resource,
-                resource_server_url=resource if jwt_mode else None,
+                resource_server_url=resource,
                 required_scopes=list(auth.required_scopes) or None,
-                validate_token_resource=False if jwt_mode else None,
+                validate_token_resource=False,  # the JWT verifier checks the audience
             )
         server = self.sdk.server()
         server.middleware.append(self._take_reservation)
@@ -241,11 +252,18 @@ class MCPProxy:
             json_response=http.responses == "json",
             security=security,
             auth=settings,
-            verifier=verifier,
+            verifier=self.verifier,
             check=self._admit,
             release=self.sdk.pool.release,
             idle_timeout=policy.idle_timeout,
+            refused=self._login_refused,
         )
+
+    def _login_refused(self, scope: dict[str, Any], status: int, reason: str) -> None:
+        """A refused login, counted per client address (a WARNING line and an audit line per
+        address and interval, not per request)."""
+        client = scope.get("client")
+        self.gateway.refusals.refused(str(client[0]) if client else "(unknown)", status, reason)
 
     async def _admit(self, scope: dict[str, Any]) -> tuple[str | None, Any]:
         """Whether a request that opens an upstream session may: (why not, or ``None``; the
@@ -301,41 +319,3 @@ class MCPProxy:
     def identity(self, ctx: Any) -> Identity:
         """The caller of a request (see :func:`~otelhooks.integrations.mcp.server.identity_of`)."""
         return identity_of(ctx)[0]
-
-
-class _TaggedTokenFile(TokenFileVerifier):
-    async def verify_token(self, token: str) -> Any:
-        found = await super().verify_token(token)
-        if found is not None:
-            found.claims = {**(found.claims or {}), VIA_CLAIM: "token"}
-        return found
-
-
-class _Verifiers:
-    """The token verifiers of ``[auth]``, tried in turn (JWTs, then the token file)."""
-
-    def __init__(self, verifiers: Sequence[Any]) -> None:
-        self.verifiers = list(verifiers)
-
-    async def verify_token(self, token: str) -> Any:
-        for verifier in self.verifiers:
-            found = await verifier.verify_token(token)
-            if found is not None:
-                return found
-        return None
-
-
-def _verifier(auth: Any) -> _Verifiers:
-    verifiers: list[Any] = []
-    if auth.issuer is not None:
-        verifiers.append(
-            JWTVerifier(
-                auth.jwks_url,
-                issuer=auth.issuer,
-                audience=list(auth.audience),
-                groups_claim=auth.groups_claim,
-            )
-        )
-    if auth.tokens is not None:
-        verifiers.append(_TaggedTokenFile(auth.tokens))
-    return _Verifiers(verifiers)

@@ -80,7 +80,6 @@ from .gateway import (
     Refused,
 )
 from .naming import exposed_name
-from .pinning import upstream_key
 from .policy import UpstreamConfig
 from .session_trace import CALLS
 from .upstreams import narrow_roots
@@ -245,8 +244,14 @@ class StdioRelay:
         self._reading: asyncio.Task[None] | None = None
         self._starting: asyncio.Lock = asyncio.Lock()
         self.run_id = uuid.uuid4().hex
+        self.key = uuid.uuid4().hex  # the relay's one server, as an upstream set of its own
         self.caller = Caller(
-            LOCAL_STDIO, None, "pipe", config.name, grant=gateway.grant(LOCAL_STDIO)
+            LOCAL_STDIO,
+            None,
+            "pipe",
+            config.name,
+            grant=gateway.grant(LOCAL_STDIO),
+            upstream_set=self.key,
         )
         self._log_fields = gateway.log_fields(LOCAL_STDIO)
 
@@ -530,10 +535,7 @@ class StdioRelay:
     def _shown(self, name: str) -> bool:
         grant = self.caller.grant
         assert grant is not None
-        if not self.gateway.shows_tool(grant, name):
-            return False
-        pinning = self.gateway.pinning
-        return pinning is None or not pinning.refused(name)
+        return self.gateway.shows_tool(grant, name) and not self.gateway.held_back(name, self.key)
 
     async def _known(self, name: str) -> None:
         """List the server's tools when ``name`` is not one of those known (a host that calls
@@ -588,9 +590,7 @@ class StdioRelay:
             self.listing = listing
         for registered, model in models:
             self.registry.add(self._make_tool(registered, model))
-        pinning = self.gateway.pinning
-        if pinning is not None:
-            pinning.review(upstream_key(self.config.name, " ".join(self.config.command)), models)
+        self.gateway.review_listing(self.key, self.config, models)
         return out
 
     def _make_tool(self, registered: str, listing: mcp_types.Tool) -> Any:

@@ -45,7 +45,7 @@ from pydantic import BaseModel
 
 from ...core import DEFAULT_TOOL_TIMEOUT
 from .access import Caller, Grant
-from .auth import LOCAL_STDIO, LOOPBACK, Identity
+from .auth import LOCAL_STDIO, LOOPBACK, VIA_CLAIM, Identity
 from .client import MCPServerTools, progress_to
 from .gateway import (
     NOTIFICATIONS,
@@ -75,8 +75,6 @@ logger = logging.getLogger("otelhooks.mcp.proxy")
 
 MAX_PAGES: Final = 100
 """Pages of a listing read from one upstream: a server that pages forever is cut off there."""
-VIA_CLAIM: Final = "otelhooks.via"
-"""The claim a token verifier sets to say how a caller was established (``jwt``, ``token``)."""
 SESSIONS_REFUSED: Final = -32603
 """The JSON-RPC code of a session refused because the limits are reached (the SDK's own)."""
 _CAPABILITY_KEYS: Final = {
@@ -159,7 +157,7 @@ class SDKServer:
             c for c in (base.capabilities(s) for s in base.servers.values()) if c is not None
         ]
         self.gateway.review(base)
-        self.gateway.check_policy(t.name for t in base.registry)
+        self.gateway.check_policy(base)
 
     def release_base(self) -> None:
         """Stop the upstream sessions made at start (a shared listener owns none: each host
