@@ -75,6 +75,7 @@ from typing import (
 )
 
 from .cancel import CancelSignal
+from .frozen import quick_init
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ class AfterOverride:
     terminate: bool | _Keep = KEEP
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class BeforeToolCallContext:
     """What a before-hook sees.
@@ -156,6 +158,7 @@ class BeforeToolCallContext:
     recheck: bool = False
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class AfterToolCallContext:
     """What an after-hook sees: the before-context's fields plus the result so far."""
