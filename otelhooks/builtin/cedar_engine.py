@@ -266,6 +266,17 @@ class CedarEngine:
         """The policies in force."""
         return list(self._state.infos.values())
 
+    def matching(self, key: ToolKey) -> list[PolicyInfo]:
+        """The policies whose scope can match a call of the tool ``key`` (whatever the
+        principal), in file order."""
+        state = self._state
+        parents = [(UPSTREAM, key.upstream)]
+        return [
+            info
+            for info in state.plan(key.id).policies
+            if info.applies_to_resource(TOOL, key.id, parents)
+        ]
+
     def tools(self) -> list[ToolKey]:
         """The tools the set in force knows."""
         return list(self._state.tools)

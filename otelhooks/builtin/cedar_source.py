@@ -62,9 +62,45 @@ class PolicyInfo:
             return action_id in ids or bool(ids & set(groups))
         return True
 
+    def applies_to_resource(self, type_: str, id_: str, parents: Iterable[tuple[str, str]]) -> bool:
+        """Whether its resource scope can match the entity ``type_::id_`` (in ``parents``)."""
+        scope = self.resource
+        if isinstance(scope, (pst.ScopeIs, pst.ScopeIsIn)) and scope.entity_type.basename != type_:
+            return False
+        if isinstance(scope, pst.ScopeEq):
+            return _uid(scope.entity) == (type_, id_)
+        if isinstance(scope, (pst.ScopeIn, pst.ScopeIsIn)):
+            return _uid(scope.entity) in {(type_, id_), *parents}
+        return True
+
+    def summary(self) -> str:
+        """How ``--check`` names it: effect, name, line, and who it is for."""
+        effect = "ask" if self.approval else self.effect
+        who = _scope_text("principal", self.principal)
+        return f"{effect} {self.name} (line {self.line}{', ' + who if who else ''})"
+
     @property
     def where(self) -> str:
         return f"{self.name} (line {self.line})"
+
+
+def _uid(entity: Any) -> tuple[str, str] | None:
+    if isinstance(entity, pst.EntityUid):
+        return (entity.type.basename, entity.id)
+    return None
+
+
+def _scope_text(var: str, scope: Any) -> str:
+    if isinstance(scope, pst.ScopeEq) and isinstance(scope.entity, pst.EntityUid):
+        return f'{var} == {scope.entity.type.basename}::"{scope.entity.id}"'
+    if isinstance(scope, pst.ScopeIn) and isinstance(scope.entity, pst.EntityUid):
+        return f'{var} in {scope.entity.type.basename}::"{scope.entity.id}"'
+    if isinstance(scope, pst.ScopeIs):
+        return f"{var} is {scope.entity_type.basename}"
+    if isinstance(scope, pst.ScopeIsIn) and isinstance(scope.entity, pst.EntityUid):
+        entity = scope.entity
+        return f'{var} is {scope.entity_type.basename} in {entity.type.basename}::"{entity.id}"'
+    return ""
 
 
 # -- where policies start --------------------------------------------------------------------------
@@ -275,7 +311,9 @@ class Known:
         found = re.search(r"attribute `([^`]+)` on entity type `([^`]+)`", message)
         if found:
             attr, type_ = found.groups()
-            return attr, _hint(attr, self.attributes.get(type_, ()))
+            names = self.attributes.get(type_) or ()
+            every = sorted({name for names in self.attributes.values() for name in names})
+            return attr, _hint(attr, names) or _hint(attr, every)
         found = re.search(r"unrecognized action `Action::\"([^\"]+)\"`", message)
         if found:
             return found.group(1), _hint(found.group(1), self.actions)

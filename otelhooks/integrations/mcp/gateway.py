@@ -26,7 +26,7 @@ import warnings
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import mcp.types as mcp_types
 import structlog
@@ -173,6 +173,7 @@ class Gateway:
         self.identity_attributes = self.records.identity_attributes
         self.log_fields = self.records.log_fields
         self.durable = self.records.durable
+        self.cedar = self._cedar()
         self.guards: list[Any] = []  # the argument guards, for their notes and URL upstreams
         self.guard_notes: dict[str, list[str]] = {}  # tool -> what its guards leave unchecked
         self.hooks = self._hooks(hooks)
@@ -201,9 +202,18 @@ class Gateway:
                 logger.info("imported %d pins of %s into the store", count, config.import_file)
         return Pinning(store, approved=config.approve, new_tools=config.new_tools)
 
+    def _cedar(self) -> Any:
+        """The Cedar policies of ``[cedar]`` (``None`` without)."""
+        config = self.policy.cedar
+        if config is None:
+            return None
+        from .cedar import GatewayCedar
+
+        return GatewayCedar(config.engine, self.policy.name)
+
     def _hooks(self, extra: Iterable[Any]) -> Hooks:
-        """Pinning first (a changed tool never runs), then the identity rules, redaction, the
-        policy's hooks and the caller's own; observers: the caller's attributes on the span, the
+        """Pinning first (a changed tool never runs), then the identity rules, the Cedar
+        policies, redaction, the policy's hooks and the caller's own; observers: the caller's attributes on the span, the
         structlog event, the audit line."""
         hooks = Hooks()
         policy = self.policy
@@ -211,6 +221,8 @@ class Gateway:
             hooks.add(self.pinning)
         if self.identity_rules is not None:
             hooks.add(self.identity_rules)
+        if self.cedar is not None:
+            hooks.add(self.cedar.hook)
         if policy.redaction:
             hooks.add(RedactionHook(policy.redactor))
         for spec in policy.hook_specs():
@@ -258,6 +270,8 @@ class Gateway:
             if remote and lexical_for is not None:
                 lexical_for(remote)
         specs = uset.registry.specs()
+        if self.cedar is not None:
+            self.cedar.bind_refs(uset.refs)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ToolCheckWarning)
             try:
@@ -280,9 +294,7 @@ class Gateway:
         upstream (its name and command or URL); what a review holds back is kept per set
         (``uset.key``, on the caller of each call as ``upstream_set``), and forgotten with
         it."""
-        if self.pinning is None:
-            return
-        if uset not in self._reviewed:
+        if self.pinning is not None and uset not in self._reviewed:
             self._reviewed.add(uset)
             weakref.finalize(uset, self.pinning.forget, uset.key)
         for config in self.configs:
@@ -299,7 +311,10 @@ class Gateway:
         tools: Iterable[tuple[str, mcp_types.Tool]],
     ) -> None:
         """Check one upstream's listing (served name, listing) against the pins, as the
-        upstream set ``owner`` (its key) sees it."""
+        upstream set ``owner`` (its key) sees it, and key its tools for the Cedar policies."""
+        tools = list(tools)
+        if self.cedar is not None:
+            self.cedar.bind_listing(config.name, tools)
         if self.pinning is not None:
             key = upstream_key(config.name, config.url or " ".join(config.command))
             self.pinning.review(key, tools, owner=owner)
@@ -359,6 +374,24 @@ class Gateway:
                     continue
                 listed.append(entry.listing.model_copy(update={"name": entry.name}))
         return listed
+
+    def cedar_refusal(
+        self, caller: Caller, kind: Literal["resource", "prompt"], upstream: str, target: str
+    ) -> str | None:
+        """Why the Cedar policies refuse ``caller`` the resource read or prompt ``target``
+        (its URI, or its own name) of ``upstream`` (``None``: permitted, or no ``[cedar]``).
+        An approval is not asked for these: a permit that needs one refuses."""
+        if self.cedar is None:
+            return None
+        verdict = self.cedar.decide(caller, kind, upstream, target)
+        span = trace.get_current_span()
+        if span.is_recording() and verdict.policies:
+            span.set_attribute(A.GEN_AI_SECURITY_POLICY_ID, list(verdict.policies))
+        if verdict.effect == "allow":
+            return None
+        if verdict.effect == "ask":
+            return verdict.reason + " (approvals are asked for tool calls only)"
+        return verdict.reason
 
     # -- a call ------------------------------------------------------------------------------
 

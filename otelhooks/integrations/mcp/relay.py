@@ -400,6 +400,21 @@ class StdioRelay:
                 return Refused(RESOURCE_NOT_FOUND, f"Resource not found: {str(target)[:200]}")
         elif method == "prompts/get" and (target is None or not grant.prompt(target)):
             return Refused(mcp_types.INVALID_PARAMS, f"Unknown prompt: {str(target)[:100]!r}")
+        if target is not None and method in ("resources/read", "prompts/get"):
+            return self._cedar_refused(method, target)
+        return None
+
+    def _cedar_refused(self, method: str, target: str) -> Refused | None:
+        """A resource read or prompt the Cedar policies refuse (as if it did not exist)."""
+        if method == "resources/read":
+            if self.gateway.cedar_refusal(self.caller, "resource", self.config.name, target):
+                return Refused(RESOURCE_NOT_FOUND, f"Resource not found: {target[:200]}")
+            return None
+        name = target
+        if self.prefix and target.startswith(f"{self.prefix}_"):
+            name = target[len(self.prefix) + 1 :]
+        if self.gateway.cedar_refusal(self.caller, "prompt", self.config.name, name):
+            return Refused(mcp_types.INVALID_PARAMS, f"Unknown prompt: {target[:100]!r}")
         return None
 
     def _notification(

@@ -632,6 +632,11 @@ class SDKServer:
         still = any(uri in self._subscribed.get(s, set()) for s in self._hosts(uset))
         if not still:
             for server in self._owners(uset, uri):
+                why = self.gateway.cedar_refusal(caller, "resource", server.name, uri)
+                if why is not None:
+                    refused = Refused(RESOURCE_NOT_FOUND, f"Resource not found: {uri[:200]}")
+                    await self.gateway.refuse(caller, ctx.method, uri, refused, why, hook="cedar")
+                    raise refused
                 client = await server.client()
                 with contextlib.suppress(MCPError):
                     await client.unsubscribe_resource(uri)
@@ -703,6 +708,11 @@ class SDKServer:
         last: MCPError | None = None
         async with uset.using():
             for server in self._owners(uset, uri):
+                why = self.gateway.cedar_refusal(caller, "resource", server.name, uri)
+                if why is not None:
+                    refused = Refused(RESOURCE_NOT_FOUND, f"Resource not found: {uri[:200]}")
+                    await self.gateway.refuse(caller, ctx.method, uri, refused, why, hook="cedar")
+                    raise refused
                 client = await server.client()
                 try:
                     return self.gateway.scrub(await client.read_resource(uri, cache_mode="bypass"))
@@ -753,6 +763,10 @@ class SDKServer:
             await self._prompt_listing(uset)
             route = uset.routes.prompts.get(name)
         if route is None:
+            raise refused
+        why = self.gateway.cedar_refusal(caller, "prompt", route[0].name, route[1])
+        if why is not None:
+            await self.gateway.refuse(caller, ctx.method, name, refused, why, hook="cedar")
             raise refused
         return route
 
