@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import cedarpy
+from cedarpy import pst
 
 from .cedar_model import (
     AGENT,
@@ -93,11 +94,14 @@ class Requester:
 
 @dataclass(slots=True)
 class _Plan:
-    """What the decisions of one action depend on."""
+    """What the decisions of one action depend on: the policies whose action scope can match
+    it (and their own set: a policy whose scope cannot match never takes part in a decision,
+    so Cedar decides the same without it), what they read, whether that is all in the key."""
 
     reads: tuple[tuple[str, ...], ...]
     cacheable: bool
     policies: tuple[PolicyInfo, ...]
+    policy_set: cedarpy.PolicySet
 
 
 def _stamp(paths: Sequence[str | None]) -> tuple[Any, ...]:
@@ -117,7 +121,7 @@ def _stamp(paths: Sequence[str | None]) -> tuple[Any, ...]:
 class _PolicySet:
     """One loaded set: never changed once built, but for its caches."""
 
-    policy_set: cedarpy.PolicySet
+    tree: pst.PolicySet
     infos: dict[str, PolicyInfo]
     tools: dict[ToolKey, Mapping[str, Any]]
     entity_list: list[dict[str, Any]]
@@ -141,7 +145,14 @@ class _PolicySet:
             )
             reads = sorted({path for info in applying for path in info.reads})
             cacheable = all(path and path[0] in ("arguments", "agent", "client") for path in reads)
-            found = self.plans[action_id] = _Plan(tuple(reads), cacheable, applying)
+            subset = pst.PolicySet(
+                templates={},
+                static_policies={i.cedar_id: self.tree.static_policies[i.cedar_id] for i in applying},
+                template_links=(),
+            )
+            found = self.plans[action_id] = _Plan(
+                tuple(reads), cacheable, applying, cedarpy.PolicySet.from_pst(subset)
+            )
         return found
 
     def entities_for(self, principal: Principal) -> cedarpy.Entities:
@@ -212,7 +223,7 @@ class CedarEngine:
         stamp = _stamp(self._files())
         policies_path, entities_path = self.paths
         text = read_text(policies_path, "Cedar policies")
-        policy_set, infos = parse_policies(text, policies_path)
+        tree, infos = parse_policies(text, policies_path)
         generated = model_schema(tools)
         if self.schema_path is not None:
             operator = parse_operator_schema(
@@ -240,7 +251,7 @@ class CedarEngine:
         except ValueError as exc:
             raise CedarError(entities_path or policies_path, None, f"entities: {exc}") from None
         return _PolicySet(
-            policy_set=policy_set,
+            tree=tree,
             infos={info.cedar_id: info for info in infos},
             tools=dict(tools),
             entity_list=entity_list,
@@ -379,7 +390,7 @@ class CedarEngine:
     ) -> Verdict:
         plan = state.plan(action)
         key: Any = _UNCACHED
-        if plan.cacheable:
+        if plan.cacheable and self.cache_size:
             key = (action, requester, *(_project(context, path) for path in plan.reads))
             found = state.cache.get(key)
             if found is not None:
@@ -393,7 +404,7 @@ class CedarEngine:
         verdict = self._evaluate(state, action, resource, requester, context, entities)
         if key is not _UNCACHED:
             if len(state.cache) >= self.cache_size:
-                state.cache.pop(next(iter(state.cache)))
+                del state.cache[next(iter(state.cache))]  # the oldest
             state.cache[key] = (verdict.effect, verdict.policies, verdict.reason)
         return verdict
 
@@ -412,7 +423,7 @@ class CedarEngine:
             "resource": resource,
             "context": context,
         }
-        result = cedarpy.is_authorized(request, state.policy_set, entities)
+        result = cedarpy.is_authorized(request, state.plan(action).policy_set, entities)
         infos = [state.infos[r] for r in result.diagnostics.reasons if r in state.infos]
         names = tuple(info.name for info in infos)
         for error in result.diagnostics.errors:

@@ -309,13 +309,19 @@ def model_schema(tools: Mapping[ToolKey, Mapping[str, Any]]) -> dict[str, Any]:
 
 def merge_schema(generated: dict[str, Any], operator: Mapping[str, Any]) -> dict[str, Any]:
     """The generated schema with an operator's (Cedar JSON schema) merged in: its entity types
-    and actions are added, and replace the model's of the same name (in the same namespace)."""
+    and common types are added, and replace the model's of the same name (in the same
+    namespace); actions are the model's alone (the entities that group them are too)."""
     merged = json.loads(json.dumps(generated))
     for namespace, body in operator.items():
         if not isinstance(body, Mapping):
             raise ValueError(f"namespace {namespace!r} of the schema is not an object")
         target = merged.setdefault(namespace, {"entityTypes": {}, "actions": {}})
-        for section in ("entityTypes", "actions", "commonTypes"):
+        if body.get("actions"):
+            raise ValueError(
+                "the actions come from the tools (an action per tool, read_resource, "
+                "get_prompt): a schema given adds entity types and common types only"
+            )
+        for section in ("entityTypes", "commonTypes"):
             given = body.get(section) or {}
             if not isinstance(given, Mapping):
                 raise ValueError(f"{section} of namespace {namespace!r} is not an object")

@@ -156,9 +156,9 @@ def read_text(path: str, what: str) -> str:
         raise CedarError(path, None, f"cannot read the {what}: {exc}") from None
 
 
-def parse_policies(text: str, path: str) -> tuple[cedarpy.PolicySet, list[PolicyInfo]]:
-    """The policy set of ``text`` and each policy's facts; raises :class:`CedarError` at the
-    policy that does not parse."""
+def parse_policies(text: str, path: str) -> tuple[pst.PolicySet, list[PolicyInfo]]:
+    """The policies of ``text`` (the engine's parse tree) and each policy's facts; raises
+    :class:`CedarError` at the policy that does not parse."""
     spans = policy_spans(text)
     try:
         policy_set = cedarpy.PolicySet.from_str(text)
@@ -198,7 +198,7 @@ def parse_policies(text: str, path: str) -> tuple[cedarpy.PolicySet, list[Policy
                 resource=policy.resource,
             )
         )
-    return policy_set, infos
+    return tree, infos
 
 
 def _by_position(policies: Mapping[str, Any]) -> list[tuple[str, Any]]:
