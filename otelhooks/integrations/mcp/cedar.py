@@ -12,8 +12,8 @@ resource reads and prompts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Literal
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Literal
 
 import mcp.types as mcp_types
 
@@ -82,3 +82,19 @@ class GatewayCedar:
             return None
         lines = [info.summary() for info in self.engine.matching(key)]
         return "cedar: " + ("; ".join(lines) if lines else "no policy applies (denied)")
+
+
+def cedar_keys(*servers: Any) -> Callable[[str], ToolKey]:
+    """A ``key_of`` for :class:`~otelhooks.builtin.cedar.CedarPolicy` in-process: the tools of
+    these :class:`~otelhooks.integrations.mcp.MCPServerTools` keyed on the server's name and
+    each tool's own name there (as a gateway whose upstream has that name keys them); any other
+    tool is ``local``."""
+
+    def key_of(name: str) -> ToolKey:
+        for server in servers:
+            for entry in server.listings:
+                if entry.name == name:
+                    return ToolKey(server.name, entry.listing.name)
+        return ToolKey(LOCAL, name)
+
+    return key_of

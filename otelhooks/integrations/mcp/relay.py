@@ -73,6 +73,7 @@ from .client import (
     output_of,
     strict_schema,
 )
+from .host_approval import HOST, HostAsk, declares_form
 from .gateway import (
     NOTIFICATIONS,
     RESOURCE_NOT_FOUND,
@@ -237,6 +238,8 @@ class StdioRelay:
         self._host_meta: dict[str, Any] | None = None  # 2026-07-28: who the host says it is
         self._host_roots = False  # the host said it answers roots
         self._asked: dict[Any, str] = {}  # the server's requests to the host, by id
+        self._own: dict[str, asyncio.Future[Any]] = {}  # the relay's own requests to the host
+        self._host_form = False  # the host declared form elicitation
         self._progress: dict[Any, ToolContext] = {}  # progress token -> the call's context
         self._listing: asyncio.Future[None] | None = None
         self._session: otel_context.Context | None = None
@@ -307,6 +310,30 @@ class StdioRelay:
         task.add_done_callback(self._tasks.discard)
         return task
 
+    def caller_label(self) -> str:
+        """Who the host is, as an approval names who decided."""
+        identity = self.caller.identity
+        return f"host:{identity.label}" if identity is not None else "host"
+
+    async def _ask_host(self, request: Any, result_type: Any) -> Any:
+        """Send a request of the relay's own to the host and wait for its answer (the caller
+        bounds the wait); the result as ``result_type``, or ``ErrorData``."""
+        request_id = f"otelhooks-{uuid.uuid4().hex}"
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._own[request_id] = answer
+        data = request.model_dump(mode="json", by_alias=True, exclude_none=True)
+        try:
+            self._to_host({"jsonrpc": "2.0", "id": request_id, **data})
+            message = await answer
+        finally:
+            self._own.pop(request_id, None)
+        if isinstance(message.get("error"), dict):
+            return mcp_types.ErrorData.model_validate(message["error"])
+        try:
+            return result_type.model_validate(message.get("result") or {})
+        except ValueError as exc:
+            return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=str(exc)[:200])
+
     def _to_host(self, message: Any) -> None:
         self.writer.write(message if isinstance(message, bytes) else dumps(message))
 
@@ -335,6 +362,11 @@ class StdioRelay:
             return
         upstream = await self._ensure_upstream()
         if "method" not in message:
+            own = self._own.pop(request_id, None) if isinstance(request_id, str) else None
+            if own is not None:  # the host's answer to the relay's own request
+                if not own.done():
+                    own.set_result(message)
+                return
             asked = self._asked.pop(request_id, None) if request_id is not _NO_ID else None
             if asked == "roots/list":
                 upstream.send(dumps(self._narrowed(message)))
@@ -446,6 +478,7 @@ class StdioRelay:
             capabilities = params.get("capabilities")
             if isinstance(capabilities, dict):
                 self._host_roots = "roots" in capabilities
+                self._host_form = declares_form(capabilities)
                 declared = _without_tasks(capabilities)
                 declared.pop("roots", None)
                 if self.config.roots:  # the server may ask; the relay answers (narrowed)
@@ -633,6 +666,7 @@ class StdioRelay:
         meta = meta if isinstance(meta, dict) else None
         span = self._server_span("tools/call", message)
         host = _HOST_REQUEST.set((request_id, meta))
+        asking = HOST.set(HostAsk(self._host_form, self._ask_host, self.caller_label()))
         try:
             with trace.use_span(span, end_on_exit=False):
                 await self._known(name)
@@ -659,6 +693,7 @@ class StdioRelay:
                 span.set_status(StatusCode.ERROR)
             self._to_host({"jsonrpc": "2.0", "id": request_id, "result": data})
         finally:
+            HOST.reset(asking)
             _HOST_REQUEST.reset(host)
             self._calls.pop(request_id, None)
             self._cancelled.discard(request_id)

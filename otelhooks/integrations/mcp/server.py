@@ -47,6 +47,7 @@ from ...core import DEFAULT_TOOL_TIMEOUT
 from .access import Caller, Grant
 from .auth import LOCAL_STDIO, LOOPBACK, VIA_CLAIM, Identity
 from .client import MCPServerTools, progress_to
+from .host_approval import HostAsk, declares_form, host_asking
 from .gateway import (
     NOTIFICATIONS,
     RESOURCE_NOT_FOUND,
@@ -435,7 +436,22 @@ class SDKServer:
             except Exception:  # the host went away: the call goes on
                 logger.debug("progress not delivered to the host", exc_info=True)
 
-        with uset.route.serving(ctx.session, ctx.request_id), progress_to(forward_progress):
+        session, request_id = ctx.session, ctx.request_id
+
+        async def ask_host(request: Any, result_type: Any) -> Any:
+            return await _send(session, request, result_type, request_id)
+
+        identity = caller.identity
+        asking = HostAsk(
+            declares_form(getattr(session, "client_capabilities", None)),
+            ask_host,
+            f"host:{identity.label}" if identity is not None else "host",
+        )
+        with (
+            uset.route.serving(ctx.session, ctx.request_id),
+            progress_to(forward_progress),
+            host_asking(asking),
+        ):
             async with uset.using():
                 answer = await self.gateway.call_tool(
                     caller,
