@@ -24,6 +24,7 @@ from opentelemetry.trace import Link, TracerProvider
 
 from ..telemetry.content import Capture, capture_from_env, parse_capture
 from ..telemetry.instruments import Instruments
+from .approvals import DEFAULT_APPROVAL_TTL, ApprovalSettings, Approver, CallIdentity
 from .cancel import CancelSignal
 from .events import (
     AgentEnd,
@@ -53,7 +54,7 @@ from .messages import (
     Usage,
     UserMessage,
 )
-from .outcome import Allowed, Ended, Prepared
+from .outcome import Allowed, Prepared
 from .provider import (
     Done,
     ModelParams,
@@ -150,7 +151,11 @@ class AgentConfig:
     of their own (``None`` disables). ``conversation_id`` is recorded as
     ``gen_ai.conversation.id`` on the run's spans. ``scrubber`` (a
     :class:`~otelhooks.core.scrub.Scrubber`, such as :class:`otelhooks.builtin.Redactor`)
-    removes secrets from what the runtime hands the model and writes on spans.
+    removes secrets from what the runtime hands the model and writes on spans. ``approver``
+    answers the calls a before-hook asks about (an async callable; without one an ask blocks),
+    ``approval_ttl`` is how long an approval and the wait for one last (seconds), and
+    ``approval_secret`` keys the argument digests approvals are bound to (give the same one to
+    every process that resumes this agent's deferred runs; default: a random key per agent).
     """
 
     tools: ToolRegistry | None = None
@@ -175,6 +180,9 @@ class AgentConfig:
     chat_spans: ChatSpans = "auto"
     max_content_length: int = 16384
     scrubber: Scrubber | None = None
+    approver: Approver | None = None
+    approval_ttl: float = DEFAULT_APPROVAL_TTL
+    approval_secret: bytes | None = None
 
     def __post_init__(self) -> None:
         if self.tool_execution not in ("parallel", "sequential"):
@@ -208,6 +216,9 @@ class AgentOptions(TypedDict, total=False):
     chat_spans: ChatSpans
     max_content_length: int
     scrubber: Scrubber | None
+    approver: Approver | None
+    approval_ttl: float
+    approval_secret: bytes | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +239,7 @@ class _Run:
     signal: CancelSignal
     context: otel_context.Context
     added: list[AgentMessage]
+    identity: CallIdentity
     usage: Usage = field(default_factory=Usage)
 
 
@@ -308,6 +320,7 @@ class Agent:
                 instruments=instruments,
                 scrubber=config.scrubber,
             ),
+            approver=ApprovalSettings(config.approver, config.approval_ttl, config.approval_secret),
         )
         self._recorder = RunRecorder(
             config.tracer_provider,
@@ -362,9 +375,16 @@ class Agent:
         return self._signal is not None
 
     async def run(
-        self, prompt: str | UserMessage | None = None, *, signal: CancelSignal | None = None
+        self,
+        prompt: str | UserMessage | None = None,
+        *,
+        signal: CancelSignal | None = None,
+        user: str | None = None,
     ) -> RunResult:
         """Run until the provider stops; return what this run added.
+
+        ``user`` names the person the run acts for: approvals of its calls are bound to it
+        (with the agent and the run).
 
         With no ``prompt`` the run continues from the existing messages (a retry): the provider
         is asked again without re-sending anything. When the last message is the assistant's,
@@ -380,7 +400,7 @@ class Agent:
             new, steered = self._continuation()
         self._signal = signal or CancelSignal()
         try:
-            return await self._run(new, self._signal, poll_steering=not steered)
+            return await self._run(new, self._signal, poll_steering=not steered, user=user)
         finally:
             self._signal = None
 
@@ -393,9 +413,9 @@ class Agent:
         if not isinstance(self.messages[-1], AssistantMessage):
             return [], False
         if self._steering:
-            return self._take(self._steering, self.steering_mode), True
+            return _take(self._steering, self.steering_mode), True
         if self._follow_ups:
-            return self._take(self._follow_ups, self.follow_up_mode), False
+            return _take(self._follow_ups, self.follow_up_mode), False
         raise AgentStateError(
             "cannot continue from an assistant message with nothing queued: give a prompt, "
             "or queue one with steer() or follow_up()"
@@ -422,7 +442,12 @@ class Agent:
     # -- a run --------------------------------------------------------------------------------
 
     async def _run(
-        self, new: list[UserMessage], signal: CancelSignal, *, poll_steering: bool
+        self,
+        new: list[UserMessage],
+        signal: CancelSignal,
+        *,
+        poll_steering: bool,
+        user: str | None = None,
     ) -> RunResult:
         self.hooks.check_tools(self.tools.specs())  # a typo stops the run here
         self.hooks.snapshot().check_scrubber(self.scrubber is not NO_SCRUBBING)
@@ -434,7 +459,8 @@ class Agent:
             agent_id=self.agent_id,
             conversation_id=self.conversation_id,
         )
-        run = _Run(run_id, signal, trace_.context, [])
+        identity = CallIdentity(self.agent_id or self.name, run_id, user)
+        run = _Run(run_id, signal, trace_.context, [], identity)
         token = otel_context.attach(run.context)
         final = AssistantMessage(stop_reason="aborted")
         self._emit(AgentStart(run_id))
@@ -463,7 +489,7 @@ class Agent:
                 )
             self._emit(TurnStart(index))
             if index > 1 or poll_steering:
-                self._add_messages(run, self._take(self._steering, self.steering_mode))
+                self._add_messages(run, _take(self._steering, self.steering_mode))
             turn = self._snapshot(run.run_id, index)
             message, chat_link = await self._ask_provider(turn, run)
             self._add(run, message)
@@ -490,7 +516,7 @@ class Agent:
             if (message.tool_calls and not terminated) or self._steering:
                 continue
             if self._follow_ups:
-                self._add_messages(run, self._take(self._follow_ups, self.follow_up_mode))
+                self._add_messages(run, _take(self._follow_ups, self.follow_up_mode))
                 continue
             return message
 
@@ -616,16 +642,6 @@ class Agent:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _take(self, queue: deque[UserMessage], mode: QueueMode) -> list[UserMessage]:
-        """The queued messages that enter now: one, or all of them."""
-        if not queue:
-            return []
-        if mode == "one-at-a-time":
-            return [queue.popleft()]
-        items = list(queue)
-        queue.clear()
-        return items
-
     def _add(self, run: _Run, message: AgentMessage) -> None:
         self.messages.append(message)
         run.added.append(message)
@@ -728,6 +744,7 @@ class _Batch:
             tools=self.turn.tools,
             parent=self.run.context,
             links=self.links,
+            identity=self.run.identity,
         )
 
     def update(self, call: ToolCall, update: Any) -> None:
@@ -792,10 +809,10 @@ async def execute_parallel(batch: _Batch) -> None:
             batch.skip(i, reason)
             continue
         prepared = await batch.prepare(i)
-        if isinstance(prepared, Ended):
-            batch.done(i, prepared.result)
-        else:
+        if isinstance(prepared, Allowed):
             allowed.append((i, prepared))
+        else:
+            batch.done(i, prepared.result)
     executor = batch.executor
     try:
         for group in _groups(allowed):
@@ -838,6 +855,17 @@ async def _run_together(batch: _Batch, group: list[tuple[int, Allowed]]) -> None
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _take(queue: deque[UserMessage], mode: QueueMode) -> list[UserMessage]:
+    """The queued messages that enter now: one, or all of them."""
+    if not queue:
+        return []
+    if mode == "one-at-a-time":
+        return [queue.popleft()]
+    items = list(queue)
+    queue.clear()
+    return items
 
 
 def _user(message: str | UserMessage) -> UserMessage:

@@ -432,6 +432,8 @@ class RecordingCallTrace(CallTrace):
             attrs[A.BLOCK_REASON] = outcome.block_reason
         if outcome.overridden is not None:
             attrs[A.RESULT_OVERRIDDEN] = outcome.overridden
+        if outcome.verdict is not None:
+            _verdict(attrs, outcome)
         if result.terminate:
             attrs[A.TERMINATE] = True
         error_type = outcome.error_type
@@ -455,6 +457,28 @@ class RecordingCallTrace(CallTrace):
             _exception(span, outcome.failure, self._recorder.scrubber)
         if error_type is not None:
             span.set_status(Status(StatusCode.ERROR, cap_text(result.content, _MAX_STATUS)))
+
+
+def _verdict(attrs: dict[str, Any], outcome: Outcome) -> None:
+    """The decision of the before phase in the guardrail proposal's names: the verdict the
+    hooks returned apart from the action enforced, the policies that decided, and for a call
+    that asked, the keyed digest of its arguments."""
+    attrs[A.GEN_AI_SECURITY_TARGET_TYPE] = A.SECURITY_TARGET_TOOL_CALL
+    attrs[A.GEN_AI_SECURITY_VERDICT_TYPE] = outcome.verdict
+    if outcome.decision is not None:
+        attrs[A.GEN_AI_SECURITY_ACTION_TYPE] = outcome.decision
+    if outcome.policies:
+        attrs[A.GEN_AI_SECURITY_POLICY_ID] = outcome.policies
+    if outcome.block_reason is not None:
+        attrs[A.GEN_AI_SECURITY_VERDICT_REASON] = outcome.block_reason
+    if outcome.deciding_hook is not None and outcome.verdict != "allow":
+        attrs[A.GEN_AI_SECURITY_GUARDRAIL_NAME] = outcome.deciding_hook
+    approval = outcome.approval
+    if approval is not None:
+        attrs[A.GEN_AI_SECURITY_CONTENT_INPUT_HASH] = approval.digest
+        attrs[A.APPROVAL_ANSWER] = approval.answer
+        if approval.by is not None:
+            attrs[A.APPROVAL_BY] = approval.by
 
 
 class Phase:

@@ -104,6 +104,28 @@ TOOL_OUTCOME: Final = "otelhooks.tool.outcome"  # a tool metric point's: allow |
 LOG_PREFIX: Final = "log."  # a log event mirrored to its span: each field as log.<field>
 LOG_LEVEL: Final = "log.level"
 
+# A decision of the before phase, with the names of the GenAI guardrail proposal
+# (open-telemetry/semantic-conventions-genai PR #427; docs/concepts/approvals.md names the commit
+# they were taken from): the verdict the hooks returned and the action enforced are apart.
+GEN_AI_SECURITY_VERDICT_TYPE: Final = "gen_ai.security.verdict.type"  # allow|block|ask|defer
+GEN_AI_SECURITY_VERDICT_REASON: Final = "gen_ai.security.verdict.reason"
+GEN_AI_SECURITY_ACTION_TYPE: Final = "gen_ai.security.action.type"  # allow|block|defer|skip
+GEN_AI_SECURITY_POLICY_ID: Final = "gen_ai.security.policy.id"  # the policies that decided
+GEN_AI_SECURITY_POLICY_RULE_ID: Final = "gen_ai.security.policy.rule.id"
+GEN_AI_SECURITY_GUARDRAIL_NAME: Final = "gen_ai.security.guardrail.name"  # the deciding hook
+GEN_AI_SECURITY_TARGET_TYPE: Final = "gen_ai.security.target.type"
+GEN_AI_SECURITY_CONTENT_INPUT_HASH: Final = "gen_ai.security.content.input.hash"  # keyed digest
+SECURITY_TARGET_TOOL_CALL: Final = "tool_call"
+# otelhooks' own names of an approval (the proposal has none): on the event under ``before``.
+EVENT_APPROVAL: Final = "otelhooks.approval"
+APPROVAL_REQUEST_ID: Final = "otelhooks.approval.request_id"
+APPROVAL_ID: Final = "otelhooks.approval.id"  # the approval used (single-use)
+# approve | edit | deny | timeout | failed | missing | granted
+APPROVAL_ANSWER: Final = "otelhooks.approval.answer"
+APPROVAL_BY: Final = "otelhooks.approval.by"
+APPROVAL_HOW: Final = "otelhooks.approval.how"  # terminal | store | elicitation | scripted | ...
+APPROVAL_WAIT_MS: Final = "otelhooks.approval.wait_ms"
+
 # Span events.
 EVENT_HOOK: Final = "otelhooks.hook"
 # The GenAI event with a chat request's content (capture EVENT_ONLY or SPAN_AND_EVENT).
@@ -121,6 +143,7 @@ EVENT_PROGRESS_INDEX: Final = "otelhooks.tool.progress.index"
 DECISION_ALLOW: Final = "allow"
 DECISION_BLOCK: Final = "block"
 DECISION_SKIP: Final = "skip"
+DECISION_DEFER: Final = "defer"
 
 # Stable error.type values (besides exception class names).
 ERR_TOOL_NOT_FOUND: Final = "tool_not_found"
@@ -130,6 +153,7 @@ ERR_HOOK_TIMEOUT: Final = "hook_timeout"
 ERR_TOOL_TIMEOUT: Final = "tool_timeout"
 ERR_CANCELLED: Final = "cancelled"
 ERR_TOOL_ERROR: Final = "tool_error"  # the result says it failed (is_error), nothing raised
+ERR_APPROVER_FAILED: Final = "approver_failed"  # the approver raised or answered nonsense
 ERR_TRUNCATED: Final = "truncated"  # the model's message was cut by the token limit
 
 CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
