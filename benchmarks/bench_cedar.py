@@ -61,13 +61,13 @@ def policies() -> str:
         elif kind == 2:
             out.append(
                 f'@id("p{i}") forbid(principal, action == Action::"bench/{tool}", resource) '
-                f'when {{ context.arguments has limit && context.arguments.limit > {1000 + i} }};'
+                f"when {{ context.arguments has limit && context.arguments.limit > {1000 + i} }};"
             )
         else:
             out.append(
                 f'@id("p{i}") @approval("required") permit(principal in Group::"{group}", '
                 f'action == Action::"bench/{tool}", resource) '
-                f'when {{ context.arguments has recursive && context.arguments.recursive }};'
+                f"when {{ context.arguments has recursive && context.arguments.recursive }};"
             )
     return "\n".join(out) + "\n"
 
@@ -128,7 +128,9 @@ def sides(workdir: Path, calls: list[tuple[str, str, dict[str, Any]]]) -> dict[s
         )
         for i, (user, tool, arguments) in enumerate(calls)
     ]
-    users = {user: Requester(Principal(USER, user, _groups(user)), "bench", "c") for user, *_ in calls}
+    users = {
+        user: Requester(Principal(USER, user, _groups(user)), "bench", "c") for user, *_ in calls
+    }
 
     def hook(cache_size: int) -> Callable[[int], Any]:
         engine = CedarEngine(path, reload_interval=3600, cache_size=cache_size)
@@ -225,7 +227,7 @@ def toolkit(calls: list[tuple[str, str, dict[str, Any]]]) -> Callable[[], Any] |
         governed = govern(action, policy=policy, audit=False, on_deny=lambda d: d.reason)
 
         def decide(i: int) -> Any:
-            user, tool, arguments = calls[i]
+            _, tool, arguments = calls[i]
             return governed(action=tool, **arguments)
 
         return decide
@@ -270,7 +272,9 @@ def run(report: Report, quick: bool) -> None:
     cached = us["otelhooks Cedar hook (cache)"]
     report.row("decision cache hit rate (Zipf s=1.1)", f"{hit_rate:.1%}", f"{misses} misses")
     verdict = "✓" if cached <= 50 else "missed"
-    report.row("a Cedar decision per call, with the cache", f"{cached:.1f} µs", f"target ≤ 50 µs {verdict}")
+    report.row(
+        "a Cedar decision per call, with the cache", f"{cached:.1f} µs", f"target ≤ 50 µs {verdict}"
+    )
     results["cached_us"] = cached
     results["uncached_us"] = us["otelhooks Cedar hook (no cache)"]
     results["direct_us"] = us["cedarpy.is_authorized, direct"]

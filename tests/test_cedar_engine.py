@@ -155,7 +155,9 @@ def test_groups_of_the_identity_are_parents_of_the_user(tmp_path: Path) -> None:
     engine.bind_tools(TOOLS)
     admin = Requester(Principal("User", "carol", ("admins",)), "a", "c")
     other = Requester(Principal("User", "carol", ("staff",)), "a", "c")
-    assert engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, admin, {"repo_path": "/"}).effect == "allow"
+    assert (
+        engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, admin, {"repo_path": "/"}).effect == "allow"
+    )
     # The same user with other groups: a cached decision of the first is not reused.
     assert engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, other, {"repo_path": "/"}).effect == "deny"
 
@@ -199,8 +201,12 @@ def test_floats_map_to_decimal_exactly_or_are_refused_and_nulls_are_left_out(
     notes = CedarEngine(policy)
     notes.bind_tools({GIT_COMMIT: COMMIT_SCHEMA})
     base = {"repo_path": "/w", "message": "m"}
-    assert notes.decide_tool(GIT_COMMIT, COMMIT_SCHEMA, BOB, {**base, "note": None}).effect == "deny"
-    assert notes.decide_tool(GIT_COMMIT, COMMIT_SCHEMA, BOB, {**base, "note": "n"}).effect == "allow"
+    assert (
+        notes.decide_tool(GIT_COMMIT, COMMIT_SCHEMA, BOB, {**base, "note": None}).effect == "deny"
+    )
+    assert (
+        notes.decide_tool(GIT_COMMIT, COMMIT_SCHEMA, BOB, {**base, "note": "n"}).effect == "allow"
+    )
     assert (
         notes.decide_tool(
             GIT_COMMIT, COMMIT_SCHEMA, BOB, {**base, "note": "n", "amount": 100.5}
@@ -220,7 +226,11 @@ def test_floats_map_to_decimal_exactly_or_are_refused_and_nulls_are_left_out(
         ),
         ('// roles\n\npermit(principal in Gruop::"admins", action, resource);', 3, "'Group'"),
         ('permit(principal, action == Action::"git/git_stauts", resource);', 1, "git_status"),
-        ("permit(principal, action, resource);\n\nforbid(principal, acton, resource);", 3, "action"),
+        (
+            "permit(principal, action, resource);\n\nforbid(principal, acton, resource);",
+            3,
+            "action",
+        ),
         ('@aproval("required")\npermit(principal, action, resource);', 1, "@approval"),
         ('@approval("maybe")\npermit(principal, action, resource);', 1, "required"),
         (
@@ -246,7 +256,9 @@ def test_a_typo_in_the_entities_file_names_its_line(tmp_path: Path) -> None:
     p, e, s = _files(tmp_path)
     broken = [*ENTITIES, {"uid": {"type": "Usr", "id": "x"}, "attrs": {}, "parents": []}]
     e.write_text(json.dumps(broken, indent=2))
-    with pytest.raises(CedarError, match=r"unknown entity type 'Usr' \(did you mean 'User'\?\)") as c:
+    with pytest.raises(
+        CedarError, match=r"unknown entity type 'Usr' \(did you mean 'User'\?\)"
+    ) as c:
         CedarEngine(p, e, s)
     assert c.value.path == str(e)
     assert c.value.line == e.read_text().splitlines().index('      "type": "Usr",') + 1

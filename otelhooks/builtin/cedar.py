@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+
 from ..core import BeforeDecision, BeforeToolCallContext, ToolHook, ToolSpec, block
+from ..core.hooks import ask
 from .cedar_engine import CedarEngine, Requester, Verdict
 from .cedar_model import AGENT, LOCAL, USER, Principal, ToolKey, Unrepresentable
 from .cedar_source import CedarError
@@ -111,8 +113,8 @@ def decision_of(verdict: Verdict) -> BeforeDecision | None:
     if verdict.effect == "allow":
         return None
     if verdict.effect == "ask":
-        return block(verdict.reason)
-    return block(verdict.reason)
+        return ask(verdict.reason, policies=verdict.policies)
+    return block(verdict.reason, policies=verdict.policies)
 
 
 def tool_keys(names: Mapping[str, ToolKey]) -> KeyOf:

@@ -147,7 +147,9 @@ class _PolicySet:
             cacheable = all(path and path[0] in ("arguments", "agent", "client") for path in reads)
             subset = pst.PolicySet(
                 templates={},
-                static_policies={i.cedar_id: self.tree.static_policies[i.cedar_id] for i in applying},
+                static_policies={
+                    i.cedar_id: self.tree.static_policies[i.cedar_id] for i in applying
+                },
                 template_links=(),
             )
             found = self.plans[action_id] = _Plan(
@@ -370,9 +372,7 @@ class CedarEngine:
             action, resource = GET_PROMPT, uid(PROMPT, f"{upstream}/{target}")
             attrs = {"name": target}
         entity = {"uid": resource, "attrs": attrs, "parents": [uid(UPSTREAM, upstream)]}
-        entities = state.entities_for(requester.principal).with_added_json_str(
-            json.dumps([entity])
-        )
+        entities = state.entities_for(requester.principal).with_added_json_str(json.dumps([entity]))
         context = {
             "agent": uid(AGENT, requester.agent),
             "client": uid(CLIENT, requester.client),

@@ -161,7 +161,7 @@ def arguments_type(parameters: Mapping[str, Any]) -> dict[str, Any]:
     return record_type(parameters) or _EMPTY
 
 
-# -- values -> Cedar JSON ---------------------------------------------------------------------------
+# -- values -> Cedar JSON -------------------------------------------------------------------------
 
 
 def cedar_value(value: Any, type_: Mapping[str, Any], path: str) -> Any:
@@ -311,7 +311,7 @@ def merge_schema(generated: dict[str, Any], operator: Mapping[str, Any]) -> dict
     """The generated schema with an operator's (Cedar JSON schema) merged in: its entity types
     and common types are added, and replace the model's of the same name (in the same
     namespace); actions are the model's alone (the entities that group them are too)."""
-    merged = json.loads(json.dumps(generated))
+    merged: dict[str, Any] = json.loads(json.dumps(generated))
     for namespace, body in operator.items():
         if not isinstance(body, Mapping):
             raise ValueError(f"namespace {namespace!r} of the schema is not an object")
@@ -332,9 +332,7 @@ def merge_schema(generated: dict[str, Any], operator: Mapping[str, Any]) -> dict
     return merged
 
 
-def model_entities(
-    tools: Sequence[ToolKey], upstreams: Sequence[str] = ()
-) -> list[dict[str, Any]]:
+def model_entities(tools: Sequence[ToolKey], upstreams: Sequence[str] = ()) -> list[dict[str, Any]]:
     """The entities the model brings: each tool's action (in ``call_tool``), its ``Tool`` entity
     (in its ``Upstream``) and the upstreams."""
     out: list[dict[str, Any]] = [

@@ -184,7 +184,9 @@ def parse_policies(text: str, path: str) -> tuple[pst.PolicySet, list[PolicyInfo
         for key in annotations:
             close = difflib.get_close_matches(key, [APPROVAL], n=1, cutoff=0.75)
             if close and key != APPROVAL:
-                raise CedarError(path, line, f"unknown annotation @{key} (did you mean @{close[0]}?)")
+                raise CedarError(
+                    path, line, f"unknown annotation @{key} (did you mean @{close[0]}?)"
+                )
         infos.append(
             PolicyInfo(
                 cedar_id=cedar_id,
@@ -209,9 +211,7 @@ def _by_position(policies: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return sorted(policies.items(), key=position)
 
 
-def _parse_error(
-    text: str, path: str, spans: list[tuple[int, int]], exc: ValueError
-) -> CedarError:
+def _parse_error(text: str, path: str, spans: list[tuple[int, int]], exc: ValueError) -> CedarError:
     for start, end in spans:
         try:
             cedarpy.PolicySet.from_str(text[start:end])

@@ -26,7 +26,7 @@ import warnings
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import mcp.types as mcp_types
 import structlog
@@ -48,6 +48,7 @@ from ...core import (
     ToolExecutor,
     ToolResult,
 )
+from ...core.approvals import ApprovalSettings
 from ...telemetry import attributes as A
 from ...telemetry.content import capture_from_env
 from ...telemetry.instruments import Instruments
@@ -55,9 +56,12 @@ from .access import CALLER, EVERYTHING, Caller, Grant, IdentityRules
 from .auth import Identity
 from .client import rebuilt_result, wire_result
 from .pinning import Pinning, open_pins, upstream_key
-from .policy import ProxyPolicy, UpstreamConfig
+from .policy import DEFAULT_APPROVAL_TIMEOUT, ProxyPolicy, UpstreamConfig
 from .records import CallerRecords, RecordsError
 from .upstreams import UpstreamSet
+
+if TYPE_CHECKING:
+    from .cedar import GatewayCedar
 
 logger = logging.getLogger("otelhooks.mcp.proxy")
 _events = structlog.get_logger("otelhooks.mcp")
@@ -174,6 +178,7 @@ class Gateway:
         self.log_fields = self.records.log_fields
         self.durable = self.records.durable
         self.cedar = self._cedar()
+        self.approvals = self._approvals()
         self.guards: list[Any] = []  # the argument guards, for their notes and URL upstreams
         self.guard_notes: dict[str, list[str]] = {}  # tool -> what its guards leave unchecked
         self.hooks = self._hooks(hooks)
@@ -202,7 +207,7 @@ class Gateway:
                 logger.info("imported %d pins of %s into the store", count, config.import_file)
         return Pinning(store, approved=config.approve, new_tools=config.new_tools)
 
-    def _cedar(self) -> Any:
+    def _cedar(self) -> GatewayCedar | None:
         """The Cedar policies of ``[cedar]`` (``None`` without)."""
         config = self.policy.cedar
         if config is None:
@@ -211,10 +216,19 @@ class Gateway:
 
         return GatewayCedar(config.engine, self.policy.name)
 
+    def _approvals(self) -> ApprovalSettings:
+        """How an ask is answered at the gateway: the calling host's form, else the store
+        (see :mod:`~otelhooks.integrations.mcp.host_approval`), within the approval timeout."""
+        from .host_approval import GatewayApprover
+
+        config = self.policy.cedar
+        timeout = config.approval_timeout if config is not None else DEFAULT_APPROVAL_TIMEOUT
+        return ApprovalSettings(GatewayApprover(None, timeout), ttl=max(timeout, 1.0))
+
     def _hooks(self, extra: Iterable[Any]) -> Hooks:
         """Pinning first (a changed tool never runs), then the identity rules, the Cedar
-        policies, redaction, the policy's hooks and the caller's own; observers: the caller's attributes on the span, the
-        structlog event, the audit line."""
+        policies, redaction, the policy's hooks and the caller's own; observers: the caller's
+        attributes on the span, the structlog event, the audit line."""
         hooks = Hooks()
         policy = self.policy
         if self.pinning is not None:

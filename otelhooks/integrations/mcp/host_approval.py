@@ -130,7 +130,9 @@ class GatewayApprover:
                 answer = await host.send(form_request(request), mcp_types.ElicitResult)
         except TimeoutError:
             return Deny(
-                by="otelhooks", how="timeout", reason=f"the host did not answer in {self.timeout:g} s"
+                by="otelhooks",
+                how="timeout",
+                reason=f"the host did not answer in {self.timeout:g} s",
             )
         if not isinstance(answer, mcp_types.ElicitResult):
             message = getattr(answer, "message", "no answer")

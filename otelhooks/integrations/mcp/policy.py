@@ -720,9 +720,7 @@ def _cedar(r: _Reader, base: Path) -> CedarConfig:
     try:
         from ...builtin.cedar_engine import CedarEngine
     except ImportError:
-        raise r.fail(
-            None, "[cedar] needs cedarpy: pip install 'otelhooks[cedar]'"
-        ) from None
+        raise r.fail(None, "[cedar] needs cedarpy: pip install 'otelhooks[cedar]'") from None
     from ...builtin.cedar_source import CedarError
 
     try:

@@ -73,13 +73,13 @@ from .client import (
     output_of,
     strict_schema,
 )
-from .host_approval import HOST, HostAsk, declares_form
 from .gateway import (
     NOTIFICATIONS,
     RESOURCE_NOT_FOUND,
     Gateway,
     Refused,
 )
+from .host_approval import HOST, HostAsk, declares_form
 from .naming import exposed_name
 from .policy import UpstreamConfig
 from .session_trace import CALLS
@@ -224,6 +224,7 @@ class StdioRelay:
             gateway.hooks,
             tool_timeout=self.policy.timeout or DEFAULT_TOOL_TIMEOUT,
             recorder=gateway.recorder,
+            approver=gateway.approvals,
         )
         self.tracer = gateway.tracer
         self.upstream: UpstreamProcess | None = None

@@ -47,7 +47,6 @@ from ...core import DEFAULT_TOOL_TIMEOUT
 from .access import Caller, Grant
 from .auth import LOCAL_STDIO, LOOPBACK, VIA_CLAIM, Identity
 from .client import MCPServerTools, progress_to
-from .host_approval import HostAsk, declares_form, host_asking
 from .gateway import (
     NOTIFICATIONS,
     RESOURCE_NOT_FOUND,
@@ -58,6 +57,7 @@ from .gateway import (
     unknown_tool,
     upstream_of,
 )
+from .host_approval import HostAsk, declares_form, host_asking
 from .session_trace import SessionTraces
 from .upstreams import (
     ROOTS_TIMEOUT,
@@ -181,6 +181,7 @@ class SDKServer:
             profile,
             hooks=self.gateway.hooks,
             recorder=self.gateway.recorder,
+            approver=self.gateway.approvals,
             callbacks=Callbacks(
                 ask=self._ask,
                 logging=self._forward_log,
