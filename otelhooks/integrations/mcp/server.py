@@ -443,8 +443,9 @@ class SDKServer:
             return await _send(session, request, result_type, request_id)
 
         identity = caller.identity
-        asking = HostAsk(
-            declares_form(getattr(session, "client_capabilities", None)),
+        asking = HostAsk(  # a session of the 2026-07-28 era has no back-channel: the store
+            declares_form(getattr(session, "client_capabilities", None))
+            and getattr(session, "can_send_request", True) is not False,
             ask_host,
             f"host:{identity.label}" if identity is not None else "host",
         )
