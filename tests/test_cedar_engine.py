@@ -439,3 +439,66 @@ def test_check_reports_which_policies_apply_to_which_tool(engine: CedarEngine) -
     ]
     assert names(READ_FILE) == ["permit engineers-read-src (line 6)", "forbid never-prod (line 12)"]
     assert "ask commits-need-approval (line 17)" in names(GIT_COMMIT)
+
+
+async def test_the_determining_policies_are_on_the_span_and_ask_without_approver_blocks(
+    tmp_path: Path,
+) -> None:
+    from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry
+    from otelhooks.builtin.cedar import CedarPolicy
+    from otelhooks.telemetry import attributes as A
+    from otelhooks.telemetry.testing import in_memory_tracing
+
+    policy = tmp_path / "p.cedar"
+    policy.write_text(
+        '@id("reads") permit(principal, action == Action::"local/read", resource);\n'
+        '@id("writes") @approval("required")\n'
+        'permit(principal, action == Action::"local/write", resource);\n'
+        '@id("no-etc") forbid(principal, action in Action::"call_tool", resource)\n'
+        '  when { context.arguments.path like "/etc/*" };\n'
+    )
+    registry = ToolRegistry()
+    ran: list[str] = []
+
+    @registry.tool
+    def read(path: str) -> str:
+        """Read."""
+        ran.append(f"read {path}")
+        return "ok"
+
+    @registry.tool
+    def write(path: str) -> str:
+        """Write."""
+        ran.append(f"write {path}")
+        return "ok"
+
+    hooks = Hooks(registry=registry)
+    hooks.add(CedarPolicy(policy))
+    tracing = in_memory_tracing()
+    executor = ToolExecutor(registry, hooks, tracer_provider=tracing.provider)
+    allowed = await executor.execute(ToolCall("1", "read", {"path": "/tmp/a"}))
+    forbidden = await executor.execute(ToolCall("2", "read", {"path": "/etc/passwd"}))
+    asked = await executor.execute(ToolCall("3", "write", {"path": "/tmp/a"}))
+    assert ran == ["read /tmp/a"]
+    assert not allowed.is_error
+    assert forbidden.is_error and "no-etc" in forbidden.content
+    assert asked.is_error and "no approver" in asked.content
+    calls = {
+        s.attributes.get(A.GEN_AI_TOOL_CALL_ID): s
+        for s in tracing.spans()
+        if s.attributes and A.GEN_AI_TOOL_CALL_ID in s.attributes
+    }
+    before = [
+        s
+        for s in tracing.spans()
+        if s.parent is not None
+        and s.parent.span_id == calls["1"].context.span_id
+        and s.attributes
+        and A.GEN_AI_SECURITY_POLICY_ID in s.attributes
+    ]
+    assert [tuple(s.attributes[A.GEN_AI_SECURITY_POLICY_ID]) for s in before] == [("reads",)]
+    assert tuple(calls["2"].attributes[A.GEN_AI_SECURITY_POLICY_ID]) == ("no-etc",)
+    assert calls["2"].attributes[A.GEN_AI_SECURITY_ACTION_TYPE] == "block"
+    assert tuple(calls["3"].attributes[A.GEN_AI_SECURITY_POLICY_ID]) == ("writes",)
+    assert calls["3"].attributes[A.GEN_AI_SECURITY_VERDICT_TYPE] == "ask"
+    assert A.ERROR_TYPE not in calls["2"].attributes  # a denied call is not an error

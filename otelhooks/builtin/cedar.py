@@ -18,8 +18,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 
+from opentelemetry import trace
+
 from ..core import BeforeDecision, BeforeToolCallContext, ToolHook, ToolSpec, block
 from ..core.hooks import ask
+from ..telemetry import attributes as A
 from .cedar_engine import CedarEngine, Requester, Verdict
 from .cedar_model import AGENT, LOCAL, USER, Principal, ToolKey, Unrepresentable
 from .cedar_source import CedarError
@@ -104,14 +107,21 @@ class CedarPolicy(ToolHook):
         except Unrepresentable as exc:
             return Verdict("deny", (), f"{exc} (Cedar decides on exact values)")
 
-    def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeDecision | None:
-        return decision_of(self.decide(ctx))
+    def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeDecision:
+        verdict = self.decide(ctx)
+        if verdict.effect == "allow" and verdict.policies:
+            # the core records the policies of a block or an ask on the call's span; those of
+            # an allow go on the before phase's span (current while the hook runs)
+            span = trace.get_current_span()
+            if span.is_recording():
+                span.set_attribute(A.GEN_AI_SECURITY_POLICY_ID, list(verdict.policies))
+        return decision_of(verdict)
 
 
-def decision_of(verdict: Verdict) -> BeforeDecision | None:
-    """A verdict as a before-hook's answer."""
+def decision_of(verdict: Verdict) -> BeforeDecision:
+    """A verdict as a before-hook's answer, naming the policies that determined it."""
     if verdict.effect == "allow":
-        return None
+        return BeforeDecision("allow", policies=verdict.policies)
     if verdict.effect == "ask":
         return ask(verdict.reason, policies=verdict.policies)
     return block(verdict.reason, policies=verdict.policies)
