@@ -53,13 +53,22 @@ Rerun: TypeAlias = Callable[
 class Approvals:
     """How one executor answers asks and defers (see the module's docs)."""
 
-    __slots__ = ("grants", "scrubber", "settings")
+    __slots__ = ("_spent", "grants", "scrubber", "settings")
 
     def __init__(self, settings: ApprovalSettings, scrubber: Scrubber) -> None:
         self.settings = settings
         self.scrubber = scrubber
         self.grants = Grants()
-        """Approvals made and not used yet (an edit's, a resumed call's)."""
+        """Approvals made and not used yet (an edit's)."""
+        self._spent: set[str] = set()
+
+    def spend(self, request_id: str) -> bool:
+        """Mark a deferred call's request as answered: ``False`` when it was already (a
+        decision is used once per process; across processes, the store's approvals are)."""
+        if request_id in self._spent:
+            return False
+        self._spent.add(request_id)
+        return True
 
     def request(
         self, state: CallState, tool: str, args: Mapping[str, Any], asks: Sequence[HookRequest]
@@ -83,16 +92,12 @@ class Approvals:
 
     def deferred(
         self, state: CallState, phase: Phase | NoPhase, tool: str, verdict: Held, rewritten: bool
-    ) -> Outcome | Deferral:
-        """A before-hook deferred the call: pending when the caller can resume it, else a
-        block that says why."""
+    ) -> Deferral:
+        """A before-hook deferred the call (and the caller can resume it): it is pending."""
         request = self.request(state, tool, verdict.args, verdict.requests)
         defers = [r for r in verdict.requests if r.action == "defer"]
         hook, reason = defers[0].hook, "; ".join(r.reason for r in defers)
         approval = ApprovalOutcome(request.id, request.digest, "missing", None, None, 0.0)
-        if not state.deferrable:
-            why = f"{reason} (deferred, but nothing here can resume a deferred call)"
-            return self._refusal(state, phase, verdict, "defer", approval, hook, why)
         phase.event(A.EVENT_APPROVAL, approval_event(approval, "defer"))
         call = state.call
         shown, _ = self.scrubber.redact_text(reason, A.BLOCK_REASON)
@@ -104,11 +109,12 @@ class Approvals:
         return Deferral(outcome, request)
 
     async def asked(
-        self, state: CallState, phase: Phase | NoPhase, admitted: Allowed, verdict: Asked,
-        edits: int, again: Rerun,
+        self, state: CallState, phase: Phase | NoPhase, admitted: Allowed,
+        verdict: Asked | Held, edits: int, again: Rerun,
     ) -> Allowed | Outcome | Deferral:  # fmt: skip
-        """A before-hook asked: run only if an approval of this exact call exists or the
-        approver gives one; else end blocked (see :mod:`otelhooks.core.approvals`)."""
+        """A before-hook asked (or deferred a call nothing can resume): run only if an approval
+        of this exact call exists or the approver (the call's, else the executor's) gives one;
+        else end blocked (see :mod:`otelhooks.core.approvals`)."""
         tool = admitted.tool
         request = self.request(state, tool.name, verdict.args, verdict.requests)
         identity = request.identity
@@ -120,16 +126,19 @@ class Approvals:
             )
             phase.event(A.EVENT_APPROVAL, approval_event(approval, "allow"))
             return Allowed(state, tool, verdict.args, rewritten, verdict.deciding_hook, approval)
-        approver = self.settings.approver
+        approver = state.approver or self.settings.approver
         first = verdict.requests[0].hook
+        asked: BeforeAction = "defer" if isinstance(verdict, Held) else "ask"
         if approver is None:
             approval = ApprovalOutcome(request.id, request.digest, "missing", None, None, 0.0)
             why = f"approval required ({request.reason}) and no approver is configured"
-            return self._refusal(state, phase, verdict, "ask", approval, first, why)
+            if asked == "defer":
+                why = f"{request.reason} (deferred, and nothing here can resume it or ask)"
+            return self._refusal(state, phase, verdict, asked, approval, first, why)
         if edits >= MAX_EDITS:
             approval = ApprovalOutcome(request.id, request.digest, "deny", None, None, 0.0)
             why = f"approval required ({request.reason}) after {edits} edits: refused"
-            return self._refusal(state, phase, verdict, "ask", approval, first, why)
+            return self._refusal(state, phase, verdict, asked, approval, first, why)
         start = time.perf_counter()
         decision, answer, fault = await ask_approver(approver, request, self.settings.ttl)
         waited = (time.perf_counter() - start) * 1000.0
@@ -143,7 +152,7 @@ class Approvals:
             else:
                 reason = f"approval denied by {by} ({how}): {why}"
             failed = A.ERR_APPROVER_FAILED if answer == "failed" else None
-            return self._refusal(state, phase, verdict, "ask", approval, first, reason, failed)
+            return self._refusal(state, phase, verdict, asked, approval, first, reason, failed)
         assert by is not None and how is not None
         if isinstance(decision, ApproveWithEdit):
             return await self._edited(

@@ -125,6 +125,7 @@ APPROVAL_ANSWER: Final = "otelhooks.approval.answer"
 APPROVAL_BY: Final = "otelhooks.approval.by"
 APPROVAL_HOW: Final = "otelhooks.approval.how"  # terminal | store | elicitation | scripted | ...
 APPROVAL_WAIT_MS: Final = "otelhooks.approval.wait_ms"
+RESUMED_FROM: Final = "otelhooks.resumed_from"  # a resumed run's link: the run id it resumes
 
 # Span events.
 EVENT_HOOK: Final = "otelhooks.hook"
