@@ -124,11 +124,12 @@ class ApprovalRequest:
 @dataclass(frozen=True, slots=True)
 class Approve:
     """Run the call as asked. ``by`` is who approved, ``how`` through what (``terminal``,
-    ``store``, ``elicitation``, ``scripted``, ``resume``, ...)."""
+    ``store``, ``elicitation``, ``scripted``, ``resume``, ...); ``id`` the approval's own id
+    where it has one (the store's), recorded with the call."""
 
     by: str
     how: str = "callable"
-    note: str = ""
+    id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

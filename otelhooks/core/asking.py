@@ -159,9 +159,8 @@ class Approvals:
                 state, phase, admitted, request, decision, waited, edits, again
             )
         # The approval is the request's, used at once by this call (and by nothing else).
-        approval = ApprovalOutcome(
-            request.id, request.digest, answer, by, how, waited, grant=request.id
-        )
+        used = getattr(decision, "id", "") or request.id
+        approval = ApprovalOutcome(request.id, request.digest, answer, by, how, waited, grant=used)
         phase.event(A.EVENT_APPROVAL, approval_event(approval, "allow"))
         return Allowed(state, tool, verdict.args, rewritten, verdict.deciding_hook, approval)
 
