@@ -98,7 +98,7 @@ class Approvals:
         defers = [r for r in verdict.requests if r.action == "defer"]
         hook, reason = defers[0].hook, "; ".join(r.reason for r in defers)
         approval = ApprovalOutcome(request.id, request.digest, "missing", None, None, 0.0)
-        phase.event(A.EVENT_APPROVAL, approval_event(approval, "defer"))
+        phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_ESCALATE))
         call = state.call
         shown, _ = self.scrubber.redact_text(reason, A.BLOCK_REASON)
         result = ToolResult(call.id, call.name, f"deferred: {shown}", None, True)
@@ -124,7 +124,7 @@ class Approvals:
             approval = ApprovalOutcome(
                 request.id, request.digest, "granted", grant.by, grant.how, 0.0, grant=grant.id
             )
-            phase.event(A.EVENT_APPROVAL, approval_event(approval, "allow"))
+            phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_ALLOW))
             return Allowed(state, tool, verdict.args, rewritten, verdict.deciding_hook, approval)
         approver = state.approver or self.settings.approver
         first = verdict.requests[0].hook
@@ -161,7 +161,7 @@ class Approvals:
         # The approval is the request's, used at once by this call (and by nothing else).
         used = getattr(decision, "id", "") or request.id
         approval = ApprovalOutcome(request.id, request.digest, answer, by, how, waited, grant=used)
-        phase.event(A.EVENT_APPROVAL, approval_event(approval, "allow"))
+        phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_ALLOW))
         return Allowed(state, tool, verdict.args, rewritten, verdict.deciding_hook, approval)
 
     async def _edited(
@@ -175,7 +175,7 @@ class Approvals:
         approval = ApprovalOutcome(
             request.id, request.digest, "edit", decision.by, decision.how, waited
         )
-        phase.event(A.EVENT_APPROVAL, approval_event(approval, "edit"))
+        phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_MODIFY))
         try:
             edited = tool.validate(decision.arguments)
         except InvalidArguments as exc:
@@ -198,7 +198,7 @@ class Approvals:
     ) -> Outcome:  # fmt: skip
         """An ask or a defer that ends the call blocked (no approver, denied, no answer); the
         approver's failure (``error_type``) marks the phase failed."""
-        phase.event(A.EVENT_APPROVAL, approval_event(approval, "block"))
+        phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_BLOCK))
         verdict_ = Blocked(
             verdict.args, verdict.rewritten, hook, reason, False, None, (),
             tuple(dict.fromkeys(p for r in verdict.requests for p in r.policies)),
@@ -214,9 +214,9 @@ def approval_event(approval: ApprovalOutcome, action: str) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         A.APPROVAL_REQUEST_ID: approval.request_id,
         A.APPROVAL_ANSWER: approval.answer,
-        A.GEN_AI_SECURITY_ACTION_TYPE: action,
+        A.GEN_AI_GUARDRAIL_ACTION_TYPE: action,
         A.APPROVAL_WAIT_MS: round(approval.wait_ms, 3),
-        A.GEN_AI_SECURITY_CONTENT_INPUT_HASH: approval.digest,
+        A.GEN_AI_GUARDRAIL_INPUT_HASH: approval.digest,
     }
     if approval.by is not None:
         attributes[A.APPROVAL_BY] = approval.by

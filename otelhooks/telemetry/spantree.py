@@ -75,7 +75,7 @@ def _plain(value: Any) -> Any:
 
 _SHOWN = (
     (A.DECISION, "decision"),
-    (A.GEN_AI_SECURITY_VERDICT_TYPE, "verdict"),  # shown when it is not the decision
+    (A.VERDICT, "verdict"),  # shown when it is not the decision
     (A.APPROVAL_ANSWER, "approval"),
     (A.APPROVAL_BY, "approver"),
     (A.DECISION_HOOK, "by"),
@@ -94,7 +94,7 @@ def _label(span: TreeSpan) -> str:
         value: Any = attrs.get(key)
         if value is None or (key == A.ARGUMENTS_REWRITTEN and not value):
             continue
-        if key == A.GEN_AI_SECURITY_VERDICT_TYPE and value == attrs.get(A.DECISION):
+        if key == A.VERDICT and value == attrs.get(A.DECISION):
             continue
         text = ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
         extras.append(f"{short}={text}")
