@@ -16,11 +16,12 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 from ..telemetry import attributes as A
 from .approvals import (
     MAX_EDITS,
+    AnswerKind,
     ApprovalOutcome,
     ApprovalRequest,
     ApprovalSettings,
@@ -97,7 +98,9 @@ class Approvals:
         request = self.request(state, tool, verdict.args, verdict.requests)
         defers = [r for r in verdict.requests if r.action == "defer"]
         hook, reason = defers[0].hook, "; ".join(r.reason for r in defers)
-        approval = ApprovalOutcome(request.id, request.digest, "missing", None, None, 0.0)
+        approval = ApprovalOutcome(
+            request.id, request.digest, "missing", None, None, 0.0, asked="defer"
+        )
         phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_ESCALATE))
         call = state.call
         shown, _ = self.scrubber.redact_text(reason, A.BLOCK_REASON)
@@ -116,27 +119,39 @@ class Approvals:
         of this exact call exists or the approver (the call's, else the executor's) gives one;
         else end blocked (see :mod:`otelhooks.core.approvals`)."""
         tool = admitted.tool
+        asked: Literal["ask", "defer"] = "defer" if isinstance(verdict, Held) else "ask"
         request = self.request(state, tool.name, verdict.args, verdict.requests)
         identity = request.identity
         rewritten = verdict.rewritten or admitted.rewritten
+
+        def answered(
+            answer: AnswerKind,
+            by: str | None = None,
+            how: str | None = None,
+            waited: float = 0.0,
+            reason: str = "",
+            grant: str | None = None,
+        ) -> ApprovalOutcome:
+            """What became of this ask."""
+            return ApprovalOutcome(
+                request.id, request.digest, answer, by, how, waited, reason, grant, asked
+            )
+
         grant = self.grants.take(tool.name, request.digest, identity)
         if grant is not None:
-            approval = ApprovalOutcome(
-                request.id, request.digest, "granted", grant.by, grant.how, 0.0, grant=grant.id
-            )
+            approval = answered("granted", grant.by, grant.how, grant=grant.id)
             phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_ALLOW))
             return Allowed(state, tool, verdict.args, rewritten, verdict.deciding_hook, approval)
         approver = state.approver or self.settings.approver
         first = verdict.requests[0].hook
-        asked: BeforeAction = "defer" if isinstance(verdict, Held) else "ask"
         if approver is None:
-            approval = ApprovalOutcome(request.id, request.digest, "missing", None, None, 0.0)
+            approval = answered("missing")
             why = f"approval required ({request.reason}) and no approver is configured"
             if asked == "defer":
                 why = f"{request.reason} (deferred, and nothing here can resume it or ask)"
             return self._refusal(state, phase, verdict, asked, approval, first, why)
         if edits >= MAX_EDITS:
-            approval = ApprovalOutcome(request.id, request.digest, "deny", None, None, 0.0)
+            approval = answered("deny")
             why = f"approval required ({request.reason}) after {edits} edits: refused"
             return self._refusal(state, phase, verdict, asked, approval, first, why)
         start = time.perf_counter()
@@ -146,7 +161,7 @@ class Approvals:
         how = decision.how if decision is not None else None
         if decision is None or answer == "deny":
             why = fault or getattr(decision, "reason", "") or "no reason given"
-            approval = ApprovalOutcome(request.id, request.digest, answer, by, how, waited, why)
+            approval = answered(answer, by, how, waited, why)
             if decision is None:
                 reason = f"approval required ({request.reason}): {why}"
             else:
@@ -160,7 +175,7 @@ class Approvals:
             )
         # The approval is the request's, used at once by this call (and by nothing else).
         used = getattr(decision, "id", "") or request.id
-        approval = ApprovalOutcome(request.id, request.digest, answer, by, how, waited, grant=used)
+        approval = answered(answer, by, how, waited, grant=used)
         phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_ALLOW))
         return Allowed(state, tool, verdict.args, rewritten, verdict.deciding_hook, approval)
 

@@ -60,6 +60,7 @@ from .handler import as_result, call_bound, error_result, error_text
 from .hooks import (
     NO_HOOKS,
     AfterToolCallContext,
+    BeforeAction,
     BeforeToolCallContext,
     Decision,
     HookChain,
@@ -542,6 +543,7 @@ def _ran(
     if result.is_error and error_type is None:
         error_type = A.ERR_TOOL_ERROR  # the tool (or an after-hook) said it failed
     approval = allowed.approval
+    verdict: BeforeAction | None = "allow" if allowed.state.hooks.before else None
     return Outcome(
         result,
         A.DECISION_ALLOW,
@@ -551,6 +553,6 @@ def _ran(
         allowed.rewritten,
         allowed.arguments,
         overridden,
-        verdict="ask" if approval is not None else "allow" if allowed.state.hooks.before else None,
+        verdict=approval.asked if approval is not None else verdict,
         approval=approval,
     )
