@@ -124,11 +124,12 @@ class ApprovalRequest:
 @dataclass(frozen=True, slots=True)
 class Approve:
     """Run the call as asked. ``by`` is who approved, ``how`` through what (``terminal``,
-    ``store``, ``elicitation``, ``scripted``, ``resume``, ...)."""
+    ``store``, ``elicitation``, ``scripted``, ``resume``, ...); ``id`` the approval's own id
+    where it has one (the store's), recorded with the call."""
 
     by: str
     how: str = "callable"
-    note: str = ""
+    id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +173,8 @@ exact call was used (``granted``: a resumed call's decision, an edit's second pa
 @dataclass(frozen=True, slots=True)
 class ApprovalOutcome:
     """What became of one ask, for the call's span, its record and the audit log: the request
-    (its id and the argument digest), the answer, who gave it and how, how long the call waited
-    and the id of the approval used (``grant``)."""
+    (its id and the argument digest), the answer, who gave it and how, how long the call waited,
+    the id of the approval used (``grant``) and whether the hooks asked or deferred."""
 
     request_id: str
     digest: str
@@ -183,6 +184,7 @@ class ApprovalOutcome:
     wait_ms: float
     reason: str = ""
     grant: str | None = None
+    asked: Literal["ask", "defer"] = "ask"  # what the hooks answered
 
     @property
     def approved(self) -> bool:

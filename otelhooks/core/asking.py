@@ -16,11 +16,12 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 from ..telemetry import attributes as A
 from .approvals import (
     MAX_EDITS,
+    AnswerKind,
     ApprovalOutcome,
     ApprovalRequest,
     ApprovalSettings,
@@ -53,13 +54,22 @@ Rerun: TypeAlias = Callable[
 class Approvals:
     """How one executor answers asks and defers (see the module's docs)."""
 
-    __slots__ = ("grants", "scrubber", "settings")
+    __slots__ = ("_spent", "grants", "scrubber", "settings")
 
     def __init__(self, settings: ApprovalSettings, scrubber: Scrubber) -> None:
         self.settings = settings
         self.scrubber = scrubber
         self.grants = Grants()
-        """Approvals made and not used yet (an edit's, a resumed call's)."""
+        """Approvals made and not used yet (an edit's)."""
+        self._spent: set[str] = set()
+
+    def spend(self, request_id: str) -> bool:
+        """Mark a deferred call's request as answered: ``False`` when it was already (a
+        decision is used once per process; across processes, the store's approvals are)."""
+        if request_id in self._spent:
+            return False
+        self._spent.add(request_id)
+        return True
 
     def request(
         self, state: CallState, tool: str, args: Mapping[str, Any], asks: Sequence[HookRequest]
@@ -83,17 +93,15 @@ class Approvals:
 
     def deferred(
         self, state: CallState, phase: Phase | NoPhase, tool: str, verdict: Held, rewritten: bool
-    ) -> Outcome | Deferral:
-        """A before-hook deferred the call: pending when the caller can resume it, else a
-        block that says why."""
+    ) -> Deferral:
+        """A before-hook deferred the call (and the caller can resume it): it is pending."""
         request = self.request(state, tool, verdict.args, verdict.requests)
         defers = [r for r in verdict.requests if r.action == "defer"]
         hook, reason = defers[0].hook, "; ".join(r.reason for r in defers)
-        approval = ApprovalOutcome(request.id, request.digest, "missing", None, None, 0.0)
-        if not state.deferrable:
-            why = f"{reason} (deferred, but nothing here can resume a deferred call)"
-            return self._refusal(state, phase, verdict, "defer", approval, hook, why)
-        phase.event(A.EVENT_APPROVAL, approval_event(approval, "defer"))
+        approval = ApprovalOutcome(
+            request.id, request.digest, "missing", None, None, 0.0, asked="defer"
+        )
+        phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_ESCALATE))
         call = state.call
         shown, _ = self.scrubber.redact_text(reason, A.BLOCK_REASON)
         result = ToolResult(call.id, call.name, f"deferred: {shown}", None, True)
@@ -104,32 +112,48 @@ class Approvals:
         return Deferral(outcome, request)
 
     async def asked(
-        self, state: CallState, phase: Phase | NoPhase, admitted: Allowed, verdict: Asked,
-        edits: int, again: Rerun,
+        self, state: CallState, phase: Phase | NoPhase, admitted: Allowed,
+        verdict: Asked | Held, edits: int, again: Rerun,
     ) -> Allowed | Outcome | Deferral:  # fmt: skip
-        """A before-hook asked: run only if an approval of this exact call exists or the
-        approver gives one; else end blocked (see :mod:`otelhooks.core.approvals`)."""
+        """A before-hook asked (or deferred a call nothing can resume): run only if an approval
+        of this exact call exists or the approver (the call's, else the executor's) gives one;
+        else end blocked (see :mod:`otelhooks.core.approvals`)."""
         tool = admitted.tool
+        asked: Literal["ask", "defer"] = "defer" if isinstance(verdict, Held) else "ask"
         request = self.request(state, tool.name, verdict.args, verdict.requests)
         identity = request.identity
         rewritten = verdict.rewritten or admitted.rewritten
+
+        def answered(
+            answer: AnswerKind,
+            by: str | None = None,
+            how: str | None = None,
+            waited: float = 0.0,
+            reason: str = "",
+            grant: str | None = None,
+        ) -> ApprovalOutcome:
+            """What became of this ask."""
+            return ApprovalOutcome(
+                request.id, request.digest, answer, by, how, waited, reason, grant, asked
+            )
+
         grant = self.grants.take(tool.name, request.digest, identity)
         if grant is not None:
-            approval = ApprovalOutcome(
-                request.id, request.digest, "granted", grant.by, grant.how, 0.0, grant=grant.id
-            )
-            phase.event(A.EVENT_APPROVAL, approval_event(approval, "allow"))
+            approval = answered("granted", grant.by, grant.how, grant=grant.id)
+            phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_ALLOW))
             return Allowed(state, tool, verdict.args, rewritten, verdict.deciding_hook, approval)
-        approver = self.settings.approver
+        approver = state.approver or self.settings.approver
         first = verdict.requests[0].hook
         if approver is None:
-            approval = ApprovalOutcome(request.id, request.digest, "missing", None, None, 0.0)
+            approval = answered("missing")
             why = f"approval required ({request.reason}) and no approver is configured"
-            return self._refusal(state, phase, verdict, "ask", approval, first, why)
+            if asked == "defer":
+                why = f"{request.reason} (deferred, and nothing here can resume it or ask)"
+            return self._refusal(state, phase, verdict, asked, approval, first, why)
         if edits >= MAX_EDITS:
-            approval = ApprovalOutcome(request.id, request.digest, "deny", None, None, 0.0)
+            approval = answered("deny")
             why = f"approval required ({request.reason}) after {edits} edits: refused"
-            return self._refusal(state, phase, verdict, "ask", approval, first, why)
+            return self._refusal(state, phase, verdict, asked, approval, first, why)
         start = time.perf_counter()
         decision, answer, fault = await ask_approver(approver, request, self.settings.ttl)
         waited = (time.perf_counter() - start) * 1000.0
@@ -137,23 +161,22 @@ class Approvals:
         how = decision.how if decision is not None else None
         if decision is None or answer == "deny":
             why = fault or getattr(decision, "reason", "") or "no reason given"
-            approval = ApprovalOutcome(request.id, request.digest, answer, by, how, waited, why)
+            approval = answered(answer, by, how, waited, why)
             if decision is None:
                 reason = f"approval required ({request.reason}): {why}"
             else:
                 reason = f"approval denied by {by} ({how}): {why}"
             failed = A.ERR_APPROVER_FAILED if answer == "failed" else None
-            return self._refusal(state, phase, verdict, "ask", approval, first, reason, failed)
+            return self._refusal(state, phase, verdict, asked, approval, first, reason, failed)
         assert by is not None and how is not None
         if isinstance(decision, ApproveWithEdit):
             return await self._edited(
                 state, phase, admitted, request, decision, waited, edits, again
             )
         # The approval is the request's, used at once by this call (and by nothing else).
-        approval = ApprovalOutcome(
-            request.id, request.digest, answer, by, how, waited, grant=request.id
-        )
-        phase.event(A.EVENT_APPROVAL, approval_event(approval, "allow"))
+        used = getattr(decision, "id", "") or request.id
+        approval = answered(answer, by, how, waited, grant=used)
+        phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_ALLOW))
         return Allowed(state, tool, verdict.args, rewritten, verdict.deciding_hook, approval)
 
     async def _edited(
@@ -167,7 +190,7 @@ class Approvals:
         approval = ApprovalOutcome(
             request.id, request.digest, "edit", decision.by, decision.how, waited
         )
-        phase.event(A.EVENT_APPROVAL, approval_event(approval, "edit"))
+        phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_MODIFY))
         try:
             edited = tool.validate(decision.arguments)
         except InvalidArguments as exc:
@@ -190,7 +213,7 @@ class Approvals:
     ) -> Outcome:  # fmt: skip
         """An ask or a defer that ends the call blocked (no approver, denied, no answer); the
         approver's failure (``error_type``) marks the phase failed."""
-        phase.event(A.EVENT_APPROVAL, approval_event(approval, "block"))
+        phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_BLOCK))
         verdict_ = Blocked(
             verdict.args, verdict.rewritten, hook, reason, False, None, (),
             tuple(dict.fromkeys(p for r in verdict.requests for p in r.policies)),
@@ -206,9 +229,9 @@ def approval_event(approval: ApprovalOutcome, action: str) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         A.APPROVAL_REQUEST_ID: approval.request_id,
         A.APPROVAL_ANSWER: approval.answer,
-        A.GEN_AI_SECURITY_ACTION_TYPE: action,
+        A.GEN_AI_GUARDRAIL_ACTION_TYPE: action,
         A.APPROVAL_WAIT_MS: round(approval.wait_ms, 3),
-        A.GEN_AI_SECURITY_CONTENT_INPUT_HASH: approval.digest,
+        A.GEN_AI_GUARDRAIL_INPUT_HASH: approval.digest,
     }
     if approval.by is not None:
         attributes[A.APPROVAL_BY] = approval.by

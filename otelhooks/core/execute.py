@@ -60,6 +60,7 @@ from .handler import as_result, call_bound, error_result, error_text
 from .hooks import (
     NO_HOOKS,
     AfterToolCallContext,
+    BeforeAction,
     BeforeToolCallContext,
     Decision,
     HookChain,
@@ -117,7 +118,10 @@ class CallOptions(TypedDict, total=False):
     run, no user)."""
     deferrable: bool
     """The caller can end its run with the call pending (the loop): a before-hook's defer
-    defers it (:class:`~otelhooks.core.outcome.Deferred`); otherwise a defer blocks."""
+    defers it (:class:`~otelhooks.core.outcome.Deferred`); otherwise a defer is an ask."""
+    approver: Approver | None
+    """Who answers this call's asks, instead of the executor's approver (a session's host, a
+    resumed call's decision)."""
 
 
 class ToolExecutor:
@@ -320,9 +324,9 @@ class ToolExecutor:
             return self._cancelled(state, phase, None, verdict.args, verdict.rewritten)
         rewritten = verdict.rewritten or admitted.rewritten
         deciding = verdict.deciding_hook or admitted.deciding_hook
-        if isinstance(verdict, Held):
+        if isinstance(verdict, Held) and state.deferrable:
             return self.approvals.deferred(state, phase, tool.name, verdict, rewritten)
-        if isinstance(verdict, Asked):
+        if isinstance(verdict, (Asked, Held)):
             again = self._before_hooks
             return await self.approvals.asked(state, phase, admitted, verdict, edits, again)
         return Allowed(state, tool, verdict.args, rewritten, deciding)
@@ -506,6 +510,7 @@ class ToolExecutor:
             tools,
             options.get("identity"),
             options.get("deferrable", False),
+            options.get("approver"),
         )
 
     def _hooks_ran(
@@ -538,6 +543,7 @@ def _ran(
     if result.is_error and error_type is None:
         error_type = A.ERR_TOOL_ERROR  # the tool (or an after-hook) said it failed
     approval = allowed.approval
+    verdict: BeforeAction | None = "allow" if allowed.state.hooks.before else None
     return Outcome(
         result,
         A.DECISION_ALLOW,
@@ -547,6 +553,6 @@ def _ran(
         allowed.rewritten,
         allowed.arguments,
         overridden,
-        verdict="ask" if approval is not None else "allow" if allowed.state.hooks.before else None,
+        verdict=approval.asked if approval is not None else verdict,
         approval=approval,
     )

@@ -144,6 +144,13 @@ class BeforeDecision:
 _ALLOW: Final = BeforeDecision()
 
 
+def _policies(policies: Sequence[str]) -> tuple[str, ...]:
+    """The policy ids as a tuple; one id given as a string would be split into letters."""
+    if isinstance(policies, str):
+        raise TypeError(f"policies must be a sequence of policy ids, not the string {policies!r}")
+    return tuple(policies)
+
+
 def allow() -> BeforeDecision:
     """Let the call go on unchanged (the same as returning ``None``)."""
     return _ALLOW
@@ -156,7 +163,7 @@ def block(reason: str, *, terminate: bool = False, policies: Sequence[str] = ())
     ``policies`` name the policies or rules that decided.
     """
     return BeforeDecision(
-        "block", reason or "blocked", terminate=terminate, policies=tuple(policies)
+        "block", reason or "blocked", terminate=terminate, policies=_policies(policies)
     )
 
 
@@ -170,15 +177,15 @@ def ask(reason: str, *, policies: Sequence[str] = ()) -> BeforeDecision:
     approval is bound to the tool, the digest of the final arguments and the identity asking.
     The hooks after this one still run (a later block wins). Without an approver the call is
     blocked with a reason that says so."""
-    return BeforeDecision("ask", reason or "approval required", policies=tuple(policies))
+    return BeforeDecision("ask", reason or "approval required", policies=_policies(policies))
 
 
 def defer(reason: str, *, policies: Sequence[str] = ()) -> BeforeDecision:
     """End the run after this batch with the call pending: the run's result holds a state to
     resume from with a decision (:meth:`otelhooks.Agent.resume`). The hooks after this one
-    still run (a later block wins). Outside a loop (an executor alone) the call is blocked
-    with a reason that says so."""
-    return BeforeDecision("defer", reason or "deferred", policies=tuple(policies))
+    still run (a later block wins). Where nothing can resume it (an executor alone, a gateway)
+    the call is asked about as for :func:`ask`: blocked when there is no approver."""
+    return BeforeDecision("defer", reason or "deferred", policies=_policies(policies))
 
 
 @dataclass(frozen=True, slots=True)

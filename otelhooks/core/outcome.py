@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, TypeAlias
 from opentelemetry import context as otel_context
 
 from ..telemetry import attributes as A
-from .approvals import ApprovalOutcome, ApprovalRequest, CallIdentity
+from .approvals import ApprovalOutcome, ApprovalRequest, Approver, CallIdentity
 from .cancel import CancelSignal
 from .chain import Blocked
 from .handler import error_result
@@ -68,6 +68,7 @@ class CallState:
     tools: ToolSet
     identity: CallIdentity | None  # who asks (default: the context's agent and run)
     deferrable: bool  # a loop that can end the run with the call pending asked for it
+    approver: Approver | None  # the call's own approver (else the executor's)
 
     def asking(self) -> CallIdentity:
         """The identity an approval of this call is bound to."""

@@ -105,17 +105,29 @@ LOG_PREFIX: Final = "log."  # a log event mirrored to its span: each field as lo
 LOG_LEVEL: Final = "log.level"
 
 # A decision of the before phase, with the names of the GenAI guardrail proposal
-# (open-telemetry/semantic-conventions-genai PR #427; docs/concepts/approvals.md names the commit
-# they were taken from): the verdict the hooks returned and the action enforced are apart.
-GEN_AI_SECURITY_VERDICT_TYPE: Final = "gen_ai.security.verdict.type"  # allow|block|ask|defer
-GEN_AI_SECURITY_VERDICT_REASON: Final = "gen_ai.security.verdict.reason"
-GEN_AI_SECURITY_ACTION_TYPE: Final = "gen_ai.security.action.type"  # allow|block|defer|skip
-GEN_AI_SECURITY_POLICY_ID: Final = "gen_ai.security.policy.id"  # the policies that decided
-GEN_AI_SECURITY_POLICY_RULE_ID: Final = "gen_ai.security.policy.rule.id"
-GEN_AI_SECURITY_GUARDRAIL_NAME: Final = "gen_ai.security.guardrail.name"  # the deciding hook
-GEN_AI_SECURITY_TARGET_TYPE: Final = "gen_ai.security.target.type"
-GEN_AI_SECURITY_CONTENT_INPUT_HASH: Final = "gen_ai.security.content.input.hash"  # keyed digest
-SECURITY_TARGET_TOOL_CALL: Final = "tool_call"
+# (open-telemetry/semantic-conventions-genai PR #427, as of commit 33c15531c6bf of its branch,
+# habibam/semantic-conventions-genai; docs/concepts/approvals.md has the table): the verdict the
+# hooks returned and the action enforced are apart; the policy that decided; the keyed digest.
+GEN_AI_GUARDRAIL_VERDICT_TYPE: Final = "gen_ai.guardrail.verdict.type"
+GEN_AI_GUARDRAIL_VERDICT_REASON: Final = "gen_ai.guardrail.verdict.reason"
+GEN_AI_GUARDRAIL_ACTION_TYPE: Final = "gen_ai.guardrail.action.type"
+GEN_AI_GUARDRAIL_COMPONENT_NAME: Final = "gen_ai.guardrail.component.name"  # the deciding hook
+GEN_AI_GUARDRAIL_TARGET_TYPE: Final = "gen_ai.guardrail.target.type"
+GEN_AI_GUARDRAIL_TARGET_SUBTYPE: Final = "gen_ai.guardrail.target.subtype"
+GEN_AI_GUARDRAIL_POLICY_ID: Final = "gen_ai.guardrail.security.policy.id"
+GEN_AI_GUARDRAIL_POLICY_RULE_ID: Final = "gen_ai.guardrail.security.policy.rule.id"
+GEN_AI_GUARDRAIL_INPUT_HASH: Final = "gen_ai.guardrail.security.content.input.hash"
+# Their well-known values otelhooks uses.
+GUARDRAIL_ALLOW: Final = "allow"
+GUARDRAIL_DENY: Final = "deny"  # a verdict
+GUARDRAIL_BLOCK: Final = "block"  # an action
+GUARDRAIL_MODIFY: Final = "modify"
+GUARDRAIL_ESCALATE: Final = "escalate"
+GUARDRAIL_TARGET_INPUT: Final = "input"
+GUARDRAIL_TARGET_TOOL_CALL: Final = "tool_call"
+# otelhooks' own names where the proposal has none.
+VERDICT: Final = "otelhooks.verdict"  # allow | block | ask | defer: the before-hooks' answer
+POLICIES: Final = "otelhooks.policies"  # every policy that decided (the proposal's id is one)
 # otelhooks' own names of an approval (the proposal has none): on the event under ``before``.
 EVENT_APPROVAL: Final = "otelhooks.approval"
 APPROVAL_REQUEST_ID: Final = "otelhooks.approval.request_id"
@@ -125,6 +137,7 @@ APPROVAL_ANSWER: Final = "otelhooks.approval.answer"
 APPROVAL_BY: Final = "otelhooks.approval.by"
 APPROVAL_HOW: Final = "otelhooks.approval.how"  # terminal | store | elicitation | scripted | ...
 APPROVAL_WAIT_MS: Final = "otelhooks.approval.wait_ms"
+RESUMED_FROM: Final = "otelhooks.resumed_from"  # a resumed run's link: the run id it resumes
 
 # Span events.
 EVENT_HOOK: Final = "otelhooks.hook"
