@@ -494,11 +494,12 @@ async def test_the_determining_policies_are_on_the_span_and_ask_without_approver
         if s.parent is not None
         and s.parent.span_id == calls["1"].context.span_id
         and s.attributes
-        and A.GEN_AI_SECURITY_POLICY_ID in s.attributes
+        and A.GEN_AI_GUARDRAIL_POLICY_ID in s.attributes
     ]
-    assert [tuple(s.attributes[A.GEN_AI_SECURITY_POLICY_ID]) for s in before] == [("reads",)]
-    assert tuple(calls["2"].attributes[A.GEN_AI_SECURITY_POLICY_ID]) == ("no-etc",)
-    assert calls["2"].attributes[A.GEN_AI_SECURITY_ACTION_TYPE] == "block"
-    assert tuple(calls["3"].attributes[A.GEN_AI_SECURITY_POLICY_ID]) == ("writes",)
-    assert calls["3"].attributes[A.GEN_AI_SECURITY_VERDICT_TYPE] == "ask"
+    assert [tuple(s.attributes[A.POLICIES]) for s in before] == [("reads",)]
+    assert calls["2"].attributes[A.GEN_AI_GUARDRAIL_POLICY_ID] == "no-etc"
+    assert tuple(calls["2"].attributes[A.POLICIES]) == ("no-etc",)
+    assert calls["2"].attributes[A.GEN_AI_GUARDRAIL_ACTION_TYPE] == "block"
+    assert tuple(calls["3"].attributes[A.POLICIES]) == ("writes",)
+    assert calls["3"].attributes[A.VERDICT] == "ask"
     assert A.ERROR_TYPE not in calls["2"].attributes  # a denied call is not an error

@@ -93,6 +93,8 @@ command = {json.dumps(git_command(repo))}
 [auth]
 tokens = "{tokens}"
 unmatched = "allow"
+[store]
+file = "gateway.sqlite3"
 [cedar]
 policies = "policies.cedar"
 approval_timeout = 20
@@ -254,7 +256,7 @@ async def test_the_stdio_relay_asks_its_host_and_enforces_the_same_file(tmp_path
     )
     (tmp_path / "gateway.toml").write_text(
         f'[[upstream]]\nname = "git"\ncommand = {json.dumps(git_command(repo))}\n'
-        '[cedar]\npolicies = "policies.cedar"\n'
+        '[store]\nfile = "gateway.sqlite3"\n[cedar]\npolicies = "policies.cedar"\n'
     )
     params = StdioServerParameters(
         command=sys.executable,
@@ -306,7 +308,7 @@ def test_check_names_the_policies_of_each_tool(tmp_path: Path) -> None:
     )
     (tmp_path / "gateway.toml").write_text(
         f'[[upstream]]\nname = "git"\ncommand = {json.dumps(git_command(repo))}\n'
-        '[cedar]\npolicies = "policies.cedar"\n'
+        '[store]\nfile = "gateway.sqlite3"\n[cedar]\npolicies = "policies.cedar"\n'
     )
     done = proxy_cli("--policy", str(tmp_path / "gateway.toml"), "--check")
     assert done.returncode == 0, done.stderr

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from opentelemetry import trace
 
@@ -46,8 +47,8 @@ def local_requester(ctx: BeforeToolCallContext) -> Requester:
     """In-process: the run's user (``user`` given to the run) is the principal, else the
     agent; the client is ``local``."""
     agent = ctx.context.agent_name or "agent"
-    user = getattr(ctx.context, "user", None)
-    principal = Principal(USER, str(user)) if user else Principal(AGENT, agent)
+    user = ctx.context.user
+    principal = Principal(USER, user) if user else Principal(AGENT, agent)
     return Requester(principal, agent, LOCAL)
 
 
@@ -114,7 +115,7 @@ class CedarPolicy(ToolHook):
             # an allow go on the before phase's span (current while the hook runs)
             span = trace.get_current_span()
             if span.is_recording():
-                span.set_attribute(A.GEN_AI_SECURITY_POLICY_ID, list(verdict.policies))
+                span.set_attributes(policy_attributes(verdict.policies))
         return decision_of(verdict)
 
 
@@ -125,6 +126,12 @@ def decision_of(verdict: Verdict) -> BeforeDecision:
     if verdict.effect == "ask":
         return ask(verdict.reason, policies=verdict.policies)
     return block(verdict.reason, policies=verdict.policies)
+
+
+def policy_attributes(policies: Sequence[str]) -> dict[str, Any]:
+    """The policies that decided, as the call's span names them: the proposal's one id (the
+    first) and otelhooks' list of all."""
+    return {A.GEN_AI_GUARDRAIL_POLICY_ID: policies[0], A.POLICIES: list(policies)}
 
 
 def tool_keys(names: Mapping[str, ToolKey]) -> KeyOf:

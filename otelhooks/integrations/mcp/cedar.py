@@ -16,18 +16,26 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import mcp.types as mcp_types
+from opentelemetry import trace
 
-from ...builtin.cedar import CedarPolicy
+from ...builtin.cedar import CedarPolicy, policy_attributes
 from ...builtin.cedar_engine import CedarEngine, Requester, Verdict
 from ...builtin.cedar_model import AGENT, LOCAL, USER, Principal, ToolKey
 from ...core import BeforeToolCallContext
 from .access import Caller, current_caller
 from .naming import ToolRef
+from .policy import ProxyPolicy
 
 
 class GatewayCedar:
     """The gateway's Cedar: its hook, its table of tool keys, its decisions on resources and
     prompts, and what ``--check`` prints."""
+
+    @classmethod
+    def of(cls, policy: ProxyPolicy) -> GatewayCedar | None:
+        """The Cedar policies of ``policy``'s ``[cedar]`` (``None`` without)."""
+        config = policy.cedar
+        return None if config is None else cls(config.engine, policy.name)
 
     def __init__(self, engine: CedarEngine, name: str) -> None:
         self.engine = engine
@@ -73,6 +81,23 @@ class GatewayCedar:
     ) -> Verdict:
         """The decision on a resource read or a prompt of ``upstream``."""
         return self.engine.decide_other(kind, upstream, target, self.requester_of(caller))
+
+    def refusal(
+        self, caller: Caller, kind: Literal["resource", "prompt"], upstream: str, target: str
+    ) -> str | None:
+        """Why ``caller`` may not read the resource or get the prompt ``target`` (its URI, or
+        its own name) of ``upstream`` (``None``: permitted); the policies that decided go on
+        the current span. A permit that needs an approval refuses (approvals are asked for
+        tool calls)."""
+        verdict = self.decide(caller, kind, upstream, target)
+        span = trace.get_current_span()
+        if span.is_recording() and verdict.policies:
+            span.set_attributes(policy_attributes(verdict.policies))
+        if verdict.effect == "allow":
+            return None
+        if verdict.effect == "ask":
+            return verdict.reason + " (approvals are asked for tool calls only)"
+        return verdict.reason
 
     def report(self, served: str) -> str | None:
         """What ``--check`` says of the tool served as ``served``: the policies that apply

@@ -26,7 +26,7 @@ import warnings
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import mcp.types as mcp_types
 import structlog
@@ -48,20 +48,19 @@ from ...core import (
     ToolExecutor,
     ToolResult,
 )
-from ...core.approvals import ApprovalSettings
+from ...core.approvals import CallIdentity
 from ...telemetry import attributes as A
 from ...telemetry.content import capture_from_env
 from ...telemetry.instruments import Instruments
 from .access import CALLER, EVERYTHING, Caller, Grant, IdentityRules
 from .auth import Identity
+from .cedar import GatewayCedar
 from .client import rebuilt_result, wire_result
+from .host_approval import gateway_approvals
 from .pinning import Pinning, open_pins, upstream_key
-from .policy import DEFAULT_APPROVAL_TIMEOUT, ProxyPolicy, UpstreamConfig
+from .policy import ProxyPolicy, UpstreamConfig
 from .records import CallerRecords, RecordsError
 from .upstreams import UpstreamSet
-
-if TYPE_CHECKING:
-    from .cedar import GatewayCedar
 
 logger = logging.getLogger("otelhooks.mcp.proxy")
 _events = structlog.get_logger("otelhooks.mcp")
@@ -177,8 +176,8 @@ class Gateway:
         self.identity_attributes = self.records.identity_attributes
         self.log_fields = self.records.log_fields
         self.durable = self.records.durable
-        self.cedar = self._cedar()
-        self.approvals = self._approvals()
+        self.cedar = GatewayCedar.of(self.policy)
+        self.approvals = gateway_approvals(self.policy, self.pinning)
         self.guards: list[Any] = []  # the argument guards, for their notes and URL upstreams
         self.guard_notes: dict[str, list[str]] = {}  # tool -> what its guards leave unchecked
         self.hooks = self._hooks(hooks)
@@ -206,24 +205,6 @@ class Gateway:
             if count:
                 logger.info("imported %d pins of %s into the store", count, config.import_file)
         return Pinning(store, approved=config.approve, new_tools=config.new_tools)
-
-    def _cedar(self) -> GatewayCedar | None:
-        """The Cedar policies of ``[cedar]`` (``None`` without)."""
-        config = self.policy.cedar
-        if config is None:
-            return None
-        from .cedar import GatewayCedar
-
-        return GatewayCedar(config.engine, self.policy.name)
-
-    def _approvals(self) -> ApprovalSettings:
-        """How an ask is answered at the gateway: the calling host's form, else the store
-        (see :mod:`~otelhooks.integrations.mcp.host_approval`), within the approval timeout."""
-        from .host_approval import GatewayApprover
-
-        config = self.policy.cedar
-        timeout = config.approval_timeout if config is not None else DEFAULT_APPROVAL_TIMEOUT
-        return ApprovalSettings(GatewayApprover(None, timeout), ttl=max(timeout, 1.0))
 
     def _hooks(self, extra: Iterable[Any]) -> Hooks:
         """Pinning first (a changed tool never runs), then the identity rules, the Cedar
@@ -392,20 +373,9 @@ class Gateway:
     def cedar_refusal(
         self, caller: Caller, kind: Literal["resource", "prompt"], upstream: str, target: str
     ) -> str | None:
-        """Why the Cedar policies refuse ``caller`` the resource read or prompt ``target``
-        (its URI, or its own name) of ``upstream`` (``None``: permitted, or no ``[cedar]``).
-        An approval is not asked for these: a permit that needs one refuses."""
-        if self.cedar is None:
-            return None
-        verdict = self.cedar.decide(caller, kind, upstream, target)
-        span = trace.get_current_span()
-        if span.is_recording() and verdict.policies:
-            span.set_attribute(A.GEN_AI_SECURITY_POLICY_ID, list(verdict.policies))
-        if verdict.effect == "allow":
-            return None
-        if verdict.effect == "ask":
-            return verdict.reason + " (approvals are asked for tool calls only)"
-        return verdict.reason
+        """Why the Cedar policies refuse ``caller`` the resource read or prompt ``target`` of
+        ``upstream`` (``None``: permitted, or no ``[cedar]``)."""
+        return None if self.cedar is None else self.cedar.refusal(caller, kind, upstream, target)
 
     # -- a call ------------------------------------------------------------------------------
 
@@ -432,8 +402,17 @@ class Gateway:
         token = CALLER.set(caller)
         bound = structlog.contextvars.bind_contextvars(**self.log_fields(caller.identity))
         try:
+            asking = CallIdentity(
+                self.policy.name,
+                run_id,
+                caller.identity.principal if caller.identity is not None else None,
+            )
             prepared = await executor.prepare(
-                call, context=context, timeout=self.timeout_for(name), links=links
+                call,
+                context=context,
+                timeout=self.timeout_for(name),
+                links=links,
+                identity=asking,
             )
             if name not in executor.registry or not self.shows_tool(grant, name):
                 # The policy's own hooks block it (their reason is on the span and in the audit

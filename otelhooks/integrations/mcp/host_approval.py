@@ -26,7 +26,15 @@ from typing import Any, Final
 
 import mcp.types as mcp_types
 
-from ...core.approvals import ApprovalDecision, ApprovalRequest, Approve, Approver, Deny
+from ...core.approvals import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalSettings,
+    Approve,
+    Approver,
+    Deny,
+)
+from .policy import DEFAULT_APPROVAL_TIMEOUT, ProxyPolicy
 
 FORM_FIELD: Final = "approve"
 _MAX_SHOWN: Final = 2000  # characters of the arguments a form shows
@@ -142,3 +150,16 @@ class GatewayApprover:
         if answer.action == "accept":
             return Deny(by=host.who, how="elicitation", reason="the host's user refused it")
         return Deny(by=host.who, how="elicitation", reason=f"the host's user chose {answer.action}")
+
+
+def gateway_approvals(policy: ProxyPolicy, pinning: Any) -> ApprovalSettings:
+    """How an ask is answered at the gateway of ``policy``: the calling host's form, else the
+    store (the pins' store when pinning is on, else ``[store] file``), within ``[cedar]
+    approval_timeout``."""
+    from ...builtin.approvers import StoreApprover
+
+    config = policy.cedar
+    timeout = config.approval_timeout if config is not None else DEFAULT_APPROVAL_TIMEOUT
+    pins = pinning.store.store if pinning is not None else None
+    store = StoreApprover(pins if pins is not None else policy.store.file)
+    return ApprovalSettings(GatewayApprover(store, timeout), ttl=max(timeout, 1.0))
