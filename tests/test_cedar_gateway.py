@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,7 @@ def text_of(result: mcp_types.CallToolResult) -> str:
     return "\n".join(b.text for b in result.content if isinstance(b, mcp_types.TextContent))
 
 
-def _setup(tmp_path: Path, fs: bool = True) -> tuple[str, dict[str, str]]:
+def _setup(tmp_path: Path, fs: bool = True, timeout: float = 20) -> tuple[str, dict[str, str]]:
     repo = git_repository(tmp_path / "repo")
     tree = tmp_path / "tree"
     (tree / "shared").mkdir(parents=True)
@@ -97,7 +98,7 @@ unmatched = "allow"
 file = "gateway.sqlite3"
 [cedar]
 policies = "policies.cedar"
-approval_timeout = 20
+approval_timeout = {timeout}
 """
     return policy, team
 
@@ -124,75 +125,110 @@ def answering(log: list[Any], action: str, approve: bool | None = None) -> Any:
 async def test_an_approval_is_asked_of_the_calling_host_and_its_answer_holds(
     tmp_path: Path,
 ) -> None:
-    policy, team = _setup(tmp_path, fs=False)
+    policy, team = _setup(tmp_path, fs=False, timeout=3)
     repo = str(tmp_path / "repo")
-    asked: dict[str, list[Any]] = {k: [] for k in ("yes", "no", "decline", "cancel", "admin")}
-    async with gateway(policy, tmp_path) as gw:
-        async with host(
-            gw.url,
-            team["alice"],
-            mode="legacy",
-            elicitation_callback=answering(asked["yes"], "accept", True),
-        ) as client:
-            await ready(client, "git_status")
-            approved = await client.call_tool("git_status", {"repo_path": repo})
-        for name, action, approve in (
-            ("no", "accept", False),
-            ("decline", "decline", None),
-            ("cancel", "cancel", None),
-        ):
-            async with host(
-                gw.url,
-                team["alice"],
-                mode="legacy",
-                elicitation_callback=answering(asked[name], action, approve),
-            ) as client:
-                await ready(client, "git_status")
-                refused = await client.call_tool("git_status", {"repo_path": repo})
-            assert refused.is_error, name
-            assert "blocked" in text_of(refused), text_of(refused)
-        # root is an admin: the role's permit and the approval-marked one both determine,
-        # so root is asked too.
-        async with host(
+    script = iter([("accept", True), ("accept", False), ("decline", None), ("cancel", None)])
+    asked: list[Any] = []
+    other: list[Any] = []
+
+    async def alice_answers(context: Any, params: Any) -> mcp_types.ElicitResult:
+        asked.append(params)
+        action, approve = next(script)
+        content = {"approve": approve} if approve is not None else None
+        return mcp_types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
+
+    secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    modern: list[Any] = []
+    async with (
+        gateway(policy, tmp_path) as gw,
+        host(gw.url, team["alice"], mode="legacy", elicitation_callback=alice_answers) as alice,
+        host(
             gw.url,
             team["root"],
             mode="legacy",
-            elicitation_callback=answering(asked["admin"], "accept", True),
-        ) as client:
-            await ready(client, "git_status", "git_log")
-            admin = await client.call_tool("git_status", {"repo_path": repo})
-            log = await client.call_tool("git_log", {"repo_path": repo, "max_count": 1})
-        # A host of the 2026-07-28 era has no back-channel: it is never sent a form, and the
-        # call goes to the store (none here: denied, saying so).
-        modern: list[Any] = []
-        async with host(
+            elicitation_callback=answering(other, "accept", True),
+        ) as root,
+        host(
             gw.url, team["alice"], elicitation_callback=answering(modern, "accept", True)
-        ) as client:
-            await ready(client, "git_status")
-            stateless = await client.call_tool("git_status", {"repo_path": repo})
-        # A call whose arguments hold a secret is never shown in a form: it goes to the store.
-        secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
-        never: list[Any] = []
-        async with host(
-            gw.url,
-            team["alice"],
-            mode="legacy",
-            elicitation_callback=answering(never, "accept", True),
-        ) as client:
-            await ready(client, "git_status")
-            hidden = await client.call_tool("git_status", {"repo_path": f"/tmp/{secret}"})
+        ) as stateless,
+    ):
+        await ready(alice, "git_status")
+        await ready(root, "git_status")
+        await ready(stateless, "git_status")
+        answers = [await alice.call_tool("git_status", {"repo_path": repo}) for _ in range(4)]
+        # root is an admin: the role's permit and the approval-marked one both determine, so
+        # root is asked too (its own host, never alice's); git_log needs no approval.
+        admin = await root.call_tool("git_status", {"repo_path": repo})
+        log = await root.call_tool("git_log", {"repo_path": repo, "max_count": 1})
+        # A host of the 2026-07-28 era has no back-channel: it is never sent a form, and the
+        # call waits in the store; nobody answers within approval_timeout: blocked.
+        waited = await stateless.call_tool("git_status", {"repo_path": repo})
+        # A call whose arguments hold a secret is never shown in a form: the store instead.
+        hidden = await alice.call_tool("git_status", {"repo_path": f"{repo}/{secret}"})
+    approved, refused, declined, cancelled = answers
     assert not approved.is_error and "branch" in text_of(approved).lower(), text_of(approved)
+    for result, word in ((refused, "refused"), (declined, "decline"), (cancelled, "cancel")):
+        assert result.is_error and "blocked" in text_of(result), text_of(result)
+        assert word in text_of(result), text_of(result)
+    assert len(asked) == 4 and len(other) == 1
     assert not admin.is_error and not log.is_error
-    assert modern == [] and stateless.is_error
-    assert "no host to ask and no store" in text_of(stateless)
-    assert never == [] and hidden.is_error and secret not in text_of(hidden)
-    for name in asked:
-        assert len(asked[name]) == 1, (name, asked)
-    form = asked["yes"][0]
+    assert modern == [] and waited.is_error and "no approval within 3 s" in text_of(waited)
+    assert hidden.is_error and secret not in text_of(hidden)
+    assert "no approval within 3 s" in text_of(hidden)
+    form = asked[0]
     assert form.mode == "form"
     assert "git_status" in form.message and repo in form.message
     assert "status-with-approval" in form.message
     assert form.requested_schema["properties"]["approve"]["type"] == "boolean"
+
+
+async def test_a_call_waiting_in_the_store_runs_once_another_process_approves_it(
+    tmp_path: Path,
+) -> None:
+    policy, team = _setup(tmp_path, fs=False, timeout=120)
+    repo = str(tmp_path / "repo")
+    store = tmp_path / "gateway.sqlite3"
+    secret = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+    shown: list[Any] = []
+
+    def approvals(*args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "otelhooks", "approvals", "--store", str(store), *args],
+            capture_output=True, text=True, timeout=60, cwd=str(ROOT),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    async with (
+        gateway(policy, tmp_path) as gw,
+        host(
+            gw.url,
+            team["alice"],
+            mode="legacy",
+            elicitation_callback=answering(shown, "accept", True),
+        ) as client,
+    ):
+        await ready(client, "git_status")
+        # a secret in the arguments: never a form, the store instead
+        call = asyncio.ensure_future(
+            client.call_tool("git_status", {"repo_path": f"{repo}/{secret}"})
+        )
+        pending: list[dict[str, Any]] = []
+        for _ in range(600):
+            listed = await asyncio.to_thread(approvals, "list", "--json")
+            pending = [json.loads(line) for line in listed.splitlines() if line.strip()]
+            if pending or call.done():
+                break
+            await asyncio.sleep(0.1)
+        assert len(pending) == 1, (pending, call.done())
+        assert secret not in json.dumps(pending)
+        assert "status-with-approval" in json.dumps(pending)
+        await asyncio.to_thread(approvals, "approve", str(pending[0]["id"]), "--as", "carol")
+        result = await asyncio.wait_for(call, 60)
+    assert shown == []
+    # approved: the call reached the server (which finds no repository there)
+    assert text_of(result).startswith("Error executing tool git_status"), text_of(result)
+    assert "blocked" not in text_of(result) and secret not in text_of(result)
 
 
 async def test_forbid_and_attribute_conditions_hold_and_the_same_file_in_process(
