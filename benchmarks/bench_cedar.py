@@ -236,7 +236,7 @@ def toolkit(calls: list[tuple[str, str, dict[str, Any]]]) -> Callable[[], Any] |
 
 
 def run(report: Report, quick: bool) -> None:
-    distinct, n, rounds = (200, 2000, 2) if quick else (1000, 20000, 5)
+    distinct, n, rounds = (100, 1000, 1) if quick else (1000, 20000, 5)
     calls = argument_sets(distinct)
     sequence = zipf_sequence(distinct, n)
     with tempfile.TemporaryDirectory() as tmp:

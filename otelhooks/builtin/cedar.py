@@ -109,6 +109,7 @@ class CedarPolicy(ToolHook):
             return Verdict("deny", (), f"{exc} (Cedar decides on exact values)")
 
     def before_tool_call(self, ctx: BeforeToolCallContext) -> BeforeDecision:
+        """Allow, block or ask, naming the policies that determined it."""
         verdict = self.decide(ctx)
         if verdict.effect == "allow" and verdict.policies:
             # the core records the policies of a block or an ask on the call's span; those of

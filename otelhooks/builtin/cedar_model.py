@@ -92,6 +92,7 @@ class Principal:
     groups: tuple[str, ...] = ()
 
     def uid(self) -> dict[str, str]:
+        """Its entity uid in Cedar's JSON."""
         return {"type": self.type, "id": self.id}
 
 

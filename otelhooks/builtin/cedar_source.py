@@ -81,6 +81,7 @@ class PolicyInfo:
 
     @property
     def where(self) -> str:
+        """Its name and line, as reasons give them."""
         return f"{self.name} (line {self.line})"
 
 
@@ -138,6 +139,7 @@ def policy_spans(text: str) -> list[tuple[int, int]]:
 
 
 def line_at(text: str, offset: int) -> int:
+    """The line (from 1) of ``offset`` in ``text``."""
     return text.count("\n", 0, offset) + 1
 
 
@@ -150,6 +152,7 @@ def _line_of_word(text: str, span: tuple[int, int], word: str) -> int:
 
 
 def read_text(path: str, what: str) -> str:
+    """The file's text; :class:`CedarError` naming ``what`` it is when it cannot be read."""
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:

@@ -61,6 +61,7 @@ class GatewayCedar:
         return Requester(principal, self.name, client)
 
     def requester(self, ctx: BeforeToolCallContext) -> Requester:
+        """Who asks for the call in progress (the gateway's caller)."""
         return self.requester_of(current_caller())
 
     def bind_refs(self, refs: Mapping[str, ToolRef]) -> None:
