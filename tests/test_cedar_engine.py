@@ -503,3 +503,18 @@ async def test_the_determining_policies_are_on_the_span_and_ask_without_approver
     assert tuple(calls["3"].attributes[A.POLICIES]) == ("writes",)
     assert calls["3"].attributes[A.VERDICT] == "ask"
     assert A.ERROR_TYPE not in calls["2"].attributes  # a denied call is not an error
+
+
+def test_an_absent_argument_and_any_value_are_different_keys(tmp_path: Path) -> None:
+    policy = tmp_path / "p.cedar"
+    policy.write_text(
+        'permit(principal, action in Action::"call_tool", resource)\n'
+        "  unless { context.arguments has note };\n"
+    )
+    engine = CedarEngine(policy)
+    engine.bind_tools({GIT_COMMIT: COMMIT_SCHEMA})
+    base = {"repo_path": "/w", "message": "m"}
+    assert engine.decide_tool(GIT_COMMIT, COMMIT_SCHEMA, BOB, base).effect == "allow"
+    for value in ("", "\x00missing", "MISSING", "null"):
+        verdict = engine.decide_tool(GIT_COMMIT, COMMIT_SCHEMA, BOB, {**base, "note": value})
+        assert (verdict.effect, verdict.cached) == ("deny", False), value

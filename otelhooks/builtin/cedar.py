@@ -15,6 +15,7 @@ The model, the schema generated from it and how arguments map are in
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -120,6 +121,7 @@ class CedarPolicy(ToolHook):
         return decision_of(verdict)
 
 
+@functools.lru_cache(maxsize=4096)
 def decision_of(verdict: Verdict) -> BeforeDecision:
     """A verdict as a before-hook's answer, naming the policies that determined it."""
     if verdict.effect == "allow":

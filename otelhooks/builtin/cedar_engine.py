@@ -24,7 +24,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
 import cedarpy
@@ -99,6 +99,7 @@ class _Plan:
     so Cedar decides the same without it), what they read, whether that is all in the key."""
 
     reads: tuple[tuple[str, ...], ...]
+    argument_reads: tuple[tuple[str, ...], ...]  # the reads under context.arguments
     cacheable: bool
     policies: tuple[PolicyInfo, ...]
     policy_set: cedarpy.PolicySet
@@ -130,7 +131,7 @@ class _PolicySet:
     types: dict[str, dict[str, Any]]  # action id -> type of context.arguments
     stamp: tuple[Any, ...]
     plans: dict[str, _Plan] = field(default_factory=dict)
-    cache: dict[Any, tuple[Effect, tuple[str, ...], str]] = field(default_factory=dict)
+    cache: dict[Any, Verdict] = field(default_factory=dict)
     principals: dict[Principal, cedarpy.Entities] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
@@ -152,8 +153,9 @@ class _PolicySet:
                 },
                 template_links=(),
             )
+            under = tuple(path[1:] for path in reads if path[0] == "arguments")
             found = self.plans[action_id] = _Plan(
-                tuple(reads), cacheable, applying, cedarpy.PolicySet.from_pst(subset)
+                tuple(reads), under, cacheable, applying, cedarpy.PolicySet.from_pst(subset)
             )
         return found
 
@@ -351,12 +353,7 @@ class CedarEngine:
                 return Verdict("deny", (), f"the Cedar policies do not validate: {exc}")
             state = self._state
             type_ = state.types[action]
-        context: dict[str, Any] = {
-            "arguments": record_value(arguments, type_, ""),
-            "agent": uid(AGENT, requester.agent),
-            "client": uid(CLIENT, requester.client),
-        }
-        return self._decide(state, action, uid(TOOL, action), requester, context)
+        return self._decide(state, action, requester, record_value(arguments, type_, ""))
 
     def decide_other(
         self, kind: Literal["resource", "prompt"], upstream: str, target: str, requester: Requester
@@ -381,31 +378,33 @@ class CedarEngine:
         return self._evaluate(state, action, resource, requester, context, entities)
 
     def _decide(
-        self,
-        state: _PolicySet,
-        action: str,
-        resource: dict[str, str],
-        requester: Requester,
-        context: dict[str, Any],
+        self, state: _PolicySet, action: str, requester: Requester, arguments: dict[str, Any]
     ) -> Verdict:
         plan = state.plan(action)
         key: Any = _UNCACHED
         if plan.cacheable and self.cache_size:
-            key = (action, requester, *(_project(context, path) for path in plan.reads))
+            # the requester is in the key: paths under agent and client need no projection
+            key = (action, requester, *(_project(arguments, path) for path in plan.argument_reads))
             found = state.cache.get(key)
             if found is not None:
                 state.hits += 1
-                return Verdict(found[0], found[1], found[2], cached=True)
+                return found
             state.misses += 1
         else:
             state.uncached += 1
-        context["now"] = now_value(self.now() if self.now else None)
+        context: dict[str, Any] = {
+            "arguments": arguments,
+            "agent": uid(AGENT, requester.agent),
+            "client": uid(CLIENT, requester.client),
+            "now": now_value(self.now() if self.now else None),
+        }
         entities = state.entities_for(requester.principal)
+        resource = uid(TOOL, action)
         verdict = self._evaluate(state, action, resource, requester, context, entities)
         if key is not _UNCACHED:
             if len(state.cache) >= self.cache_size:
                 del state.cache[next(iter(state.cache))]  # the oldest
-            state.cache[key] = (verdict.effect, verdict.policies, verdict.reason)
+            state.cache[key] = replace(verdict, cached=True)
         return verdict
 
     def _evaluate(
@@ -440,15 +439,28 @@ class CedarEngine:
         return Verdict("deny", (), f"no Cedar policy permits {action}")
 
 
-_MISSING: Final = "\x00missing"
+class _Missing:
+    """An absent attribute in a decision's key (no value of an argument can equal it)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
 
 
-def _project(context: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    value: Any = context
+_MISSING: Final = _Missing()
+
+
+def _project(arguments: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at ``path`` in the arguments as Cedar gets them (JSON text for a set or a
+    record, :data:`_MISSING` when absent): a part of a decision's key."""
+    value: Any = arguments
     for part in path:
-        if not isinstance(value, Mapping) or part not in value:
+        if type(value) is not dict:
             return _MISSING
-        value = value[part]
-    if isinstance(value, (dict, list)):
+        value = value.get(part, _MISSING)
+        if value is _MISSING:
+            return _MISSING
+    if type(value) is dict or type(value) is list:
         return json.dumps(value, sort_keys=True)
     return value

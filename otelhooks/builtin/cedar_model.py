@@ -167,9 +167,9 @@ def arguments_type(parameters: Mapping[str, Any]) -> dict[str, Any]:
 
 def cedar_value(value: Any, type_: Mapping[str, Any], path: str) -> Any:
     """``value`` as Cedar JSON of ``type_``; raises :class:`Unrepresentable` naming ``path``."""
-    kind = type_.get("type")
+    kind = type_["type"]
     if kind == "String":
-        if not isinstance(value, str):
+        if type(value) is not str and not isinstance(value, str):
             raise Unrepresentable(f"argument {path} is not a string")
         return value
     if kind == "Boolean":
@@ -199,8 +199,9 @@ def cedar_value(value: Any, type_: Mapping[str, Any], path: str) -> Any:
 def record_value(value: Mapping[str, Any], type_: Mapping[str, Any], path: str) -> dict[str, Any]:
     """A record's value: its typed attributes (``null`` left out; the rest is not given)."""
     out: dict[str, Any] = {}
+    get = value.get
     for name, attribute in type_["attributes"].items():
-        item = value.get(name)
+        item = get(name)
         if item is None:
             continue
         out[name] = cedar_value(item, attribute, f"{path}.{name}" if path else name)
