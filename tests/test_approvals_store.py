@@ -73,6 +73,15 @@ def executor_for(
     )
 
 
+async def started(
+    store: Path, ran: list[Mapping[str, Any]], path: str
+) -> tuple[asyncio.Task[Any], str, list[ToolCallRecord]]:
+    """A call of ``delete`` waiting in the store: its task, its approval's id, the records."""
+    executor, waiting, seen = executor_for(store, ran)
+    task = asyncio.create_task(executor.execute(ToolCall("c1", "delete", {"path": path})))
+    return task, await waiting.next(), seen
+
+
 def answer(store: Path, *args: str) -> int:
     return cli(["approvals", "--store", str(store), *args])
 
@@ -82,9 +91,7 @@ async def test_a_second_process_approves_with_the_cli_and_the_call_runs_once(
 ) -> None:
     store = tmp_path / "store.sqlite3"
     ran: list[Mapping[str, Any]] = []
-    executor, waiting, seen = executor_for(store, ran)
-    task = asyncio.create_task(executor.execute(ToolCall("c1", "delete", {"path": "/srv/a"})))
-    approval_id = await waiting.next()
+    task, approval_id, seen = await started(store, ran, "/srv/a")
     assert answer(store, "list") == 0
     listed = capsys.readouterr().out
     assert approval_id in listed and '"/srv/a"' in listed and "deleting needs a person" in listed
@@ -178,9 +185,7 @@ async def test_a_denial_and_an_expired_request_both_refuse_and_record_who(
 ) -> None:
     store = tmp_path / "store.sqlite3"
     ran: list[Mapping[str, Any]] = []
-    executor, waiting, seen = executor_for(store, ran)
-    task = asyncio.create_task(executor.execute(ToolCall("c1", "delete", {"path": "/"})))
-    approval_id = await waiting.next()
+    task, approval_id, seen = await started(store, ran, "/")
     assert answer(store, "deny", approval_id) == 0  # who: the OS user
     assert (await task).content == (
         f"blocked: approval denied by {getpass.getuser()} (store): denied in the store"
