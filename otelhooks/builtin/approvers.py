@@ -14,9 +14,11 @@ import asyncio
 import getpass
 import json
 import os
+import sqlite3
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -113,6 +115,12 @@ class StoreApprover:
         """Called with each request and its id in the store once it waits (to tell someone)."""
 
     async def __call__(self, request: ApprovalRequest) -> ApprovalDecision:
+        try:
+            return await self._wait(request)
+        except (StoreError, sqlite3.Error, OSError) as exc:
+            return Deny("store", "store", f"the approval store cannot be used: {exc}")
+
+    async def _wait(self, request: ApprovalRequest) -> ApprovalDecision:
         identity = request.identity.key()
         detail = {
             "call_id": request.call_id,
@@ -124,13 +132,10 @@ class StoreApprover:
             "identity": request.identity.as_dict(),
         }
         store = self.store
-        try:
-            pending = await asyncio.to_thread(
-                store.request_approval,
-                PendingRequest(request.tool, request.digest, identity, request.expires_at, detail),
-            )
-        except (StoreError, OSError) as exc:
-            return Deny("store", "store", f"the approval store cannot be used: {exc}")
+        pending = await asyncio.to_thread(
+            store.request_approval,
+            PendingRequest(request.tool, request.digest, identity, request.expires_at, detail),
+        )
         if self.on_pending is not None:
             self.on_pending(request, pending.id)
         seen = -1
@@ -143,8 +148,8 @@ class StoreApprover:
                     return Deny("store", "store", "the pending approval disappeared")
                 if found.state == "approved":
                     used = await asyncio.to_thread(
-                        store.consume, pending.id, tool=request.tool, digest=request.digest,
-                        identity=identity,
+                        partial(store.consume, pending.id, tool=request.tool,
+                                digest=request.digest, identity=identity)
                     )  # fmt: skip
                     if used:
                         return Approve(found.decided_by or "unknown", "store", id=pending.id)

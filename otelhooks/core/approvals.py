@@ -164,17 +164,21 @@ def decision_kind(decision: ApprovalDecision) -> DecisionKind:
     return "approve" if isinstance(decision, Approve) else "deny"
 
 
-AnswerKind = Literal["approve", "edit", "deny", "timeout", "failed", "missing", "granted"]
+AnswerKind = Literal[
+    "approve", "edit", "deny", "timeout", "failed", "missing", "granted", "pending"
+]
 """How an ask ended: an approver approved, approved with an edit, denied, did not answer in
-time, failed; no approver was configured (``missing``); or an approval made earlier for this
-exact call was used (``granted``: a resumed call's decision, an edit's second pass)."""
+time, failed; no approver was configured (``missing``); an approval made earlier for this exact
+call was used (``granted``: an edit's second pass); or the call was deferred and waits for a
+decision (``pending``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ApprovalOutcome:
     """What became of one ask, for the call's span, its record and the audit log: the request
     (its id and the argument digest), the answer, who gave it and how, how long the call waited,
-    the id of the approval used (``grant``) and whether the hooks asked or deferred."""
+    the id of the approval used (``grant``), whether the hooks asked or deferred and the
+    policies that did."""
 
     request_id: str
     digest: str
@@ -185,6 +189,7 @@ class ApprovalOutcome:
     reason: str = ""
     grant: str | None = None
     asked: Literal["ask", "defer"] = "ask"  # what the hooks answered
+    policies: tuple[str, ...] = ()  # the policies that asked
 
     @property
     def approved(self) -> bool:

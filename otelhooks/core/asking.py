@@ -99,15 +99,16 @@ class Approvals:
         defers = [r for r in verdict.requests if r.action == "defer"]
         hook, reason = defers[0].hook, "; ".join(r.reason for r in defers)
         approval = ApprovalOutcome(
-            request.id, request.digest, "missing", None, None, 0.0, asked="defer"
-        )
+            request.id, request.digest, "pending", None, None, 0.0, "", None, "defer",
+            request.policies,
+        )  # fmt: skip
         phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_ESCALATE))
         call = state.call
         shown, _ = self.scrubber.redact_text(reason, A.BLOCK_REASON)
         result = ToolResult(call.id, call.name, f"deferred: {shown}", None, True)
         outcome = Outcome(
             result, A.DECISION_DEFER, None, hook, shown, rewritten, verdict.args,
-            verdict="defer", policies=request.policies,
+            verdict="defer", policies=request.policies, approval=approval,
         )  # fmt: skip
         return Deferral(outcome, request)
 
@@ -134,8 +135,9 @@ class Approvals:
         ) -> ApprovalOutcome:
             """What became of this ask."""
             return ApprovalOutcome(
-                request.id, request.digest, answer, by, how, waited, reason, grant, asked
-            )
+                request.id, request.digest, answer, by, how, waited, reason, grant, asked,
+                request.policies,
+            )  # fmt: skip
 
         grant = self.grants.take(tool.name, request.digest, identity)
         if grant is not None:

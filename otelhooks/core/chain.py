@@ -95,9 +95,9 @@ class HookRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class Asked:
-    """The before-hooks let the call through with ``args`` if an approver approves it:
-    ``requests`` are the asks (in hook order)."""
+class _Requested:
+    """The before-hooks would let the call through with ``args``, once a person decides:
+    ``requests`` are their asks and defers (in hook order)."""
 
     args: Mapping[str, Any]
     rewritten: bool
@@ -107,15 +107,13 @@ class Asked:
 
 
 @dataclass(frozen=True, slots=True)
-class Held:
-    """A before-hook deferred the call (and none blocked it): ``requests`` are the defers and
-    asks (in hook order)."""
+class Asked(_Requested):
+    """Hooks asked (none deferred, none blocked): the call runs only if an approver approves."""
 
-    args: Mapping[str, Any]
-    rewritten: bool
-    deciding_hook: str | None
-    requests: tuple[HookRequest, ...]
-    runs: tuple[HookRun, ...]
+
+@dataclass(frozen=True, slots=True)
+class Held(_Requested):
+    """A hook deferred the call (none blocked): the run ends with it pending."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -554,5 +554,6 @@ def _ran(
         allowed.arguments,
         overridden,
         verdict=approval.asked if approval is not None else verdict,
+        policies=approval.policies if approval is not None else (),
         approval=approval,
     )
