@@ -369,6 +369,20 @@ _TOKEN: Final = re.compile(r"[^\s\"'`<>()\[\]{},;\\]+")
 _TRAIL: Final = ".:!?=,"
 _EXPANSION: Final = re.compile(r"\$[A-Za-z_{(]")  # a shell variable or command, not a value
 _WORD_END: Final = re.compile(r"[a-z0-9]*")
+# A base64 body wrapped over lines (a key's body in PEM or in a JSON string: ``\\n`` between its
+# lines): the next line of it, after the break.
+_B64_LINE: Final = re.compile(r"[A-Za-z0-9+/]{40,}={0,2}")
+_WRAPPED: Final = re.compile(r"[ \t]*\r?\n[ \t]*([A-Za-z0-9+/]{16,}={0,2})(?![^\s\"'`])")
+
+
+def wrapped_end(text: str, start: int, end: int) -> int:
+    """Where a base64 body that starts at ``start`` and breaks at ``end`` ends, over the lines
+    it is wrapped on (``end`` when ``text[start:end]`` is no full line of base64)."""
+    if _B64_LINE.fullmatch(text, start, end) is None:
+        return end
+    while (more := _WRAPPED.match(text, end)) is not None:
+        end = more.end(1)
+    return end
 
 
 def qualifies(token: str, strength: int, password: bool = False) -> bool:
@@ -474,7 +488,7 @@ def proximity_spans(
                     digest = _DIGEST_WORDS.search(lowered, max(line_start, 0), line_end) is not None
                 if digest:
                     break  # a service's name near a commit, a hash or an id: no evidence
-            end = token_start + len(stripped)
+            end = wrapped_end(text, token_start, token_start + len(stripped))
             if stripped.count("=") == 1 and not stripped.endswith("="):
                 token_start += stripped.index("=") + 1  # NAME=value: the value alone
             done = end

@@ -53,6 +53,7 @@ from .secret_keys import (
     public_tail,
 )
 from .secret_rules import SecretPattern, negatives_of, samples_of, trie_regex
+from .secret_shapes import GATE_CHARS, shape_spans
 
 __all__ = [
     "DataUrlDetector",
@@ -67,6 +68,7 @@ __all__ = [
     "MappingView",
     "NearbyEvidenceDetector",
     "Pipeline",
+    "ShapeDetector",
     "TextView",
     "merge",
     "pipeline_of",
@@ -354,7 +356,15 @@ class Pipeline:
             hits = self.hits_of(index, found)
             if hits or detector.always:
                 view.findings.extend(detector.find(view, hits))
-        return merge(text, view.findings) if view.findings else []
+        if not view.findings:
+            return []
+        # a base64 body found on one line goes on over the lines it is wrapped on
+        return [
+            f
+            if (end := near.wrapped_end(view.work, f.start, f.end)) == f.end
+            else Finding(f.start, end, f.kind, f.detector, f.priority, f.yields)
+            for f in merge(text, view.findings)
+        ]
 
     def gate_hits(self, view: TextView) -> dict[str, list[int]]:
         """Where the gate finds each of its words in ``view.lowered``."""
@@ -958,6 +968,36 @@ class NearbyEvidenceDetector(Detector):
         return strength
 
 
+# -- shapes --------------------------------------------------------------------------------------
+
+
+class ShapeDetector(Detector):
+    """Secrets known by their shape alone (:mod:`.secret_shapes`): a vendor-prefixed token, a
+    generated password. Tried in the text's long tokens that hold an underscore, a hyphen, a
+    ``%`` or a password symbol."""
+
+    name = "shape"
+    family = "shape"
+    priority = 40
+    always = True  # joins what others found in the same run: a part left over is a leak
+
+    def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
+        """The long tokens' runs of a secret's shape."""
+        found: list[Finding] = []
+        cursor = 0
+        work = view.work
+        for token in view.long_tokens:
+            if GATE_CHARS.isdisjoint(token):
+                continue
+            spans = shape_spans(token)
+            if not spans:
+                continue
+            at = work.find(token, cursor)
+            cursor = at + len(token)
+            found.extend(self.finding(at + a, at + b, "secret") for a, b in spans)
+        return found
+
+
 # -- identifiers the model chose -----------------------------------------------------------------
 
 _ID_RUN: Final = re.compile(r"[A-Za-z0-9+/=_.~-]{16,}")
@@ -1013,6 +1053,7 @@ def _default_detectors(patterns: tuple[SecretPattern, ...]) -> tuple[Detector, .
         DerPrivateKeyDetector(),
         DataUrlDetector(),
         NearbyEvidenceDetector(),
+        ShapeDetector(),
         EncodedBlobDetector(),
     )
 

@@ -1,0 +1,107 @@
+"""Secrets known by their shape alone (otelhooks/builtin/secret_shapes.py): each shape carries its
+own true and false samples, checked here by the shape detector alone and through the whole
+redactor; a wrapped base64 body is removed over all its lines; provider ids and the
+``mcp.session.id`` the gateway writes stay as they are."""
+
+from __future__ import annotations
+
+import pytest
+
+from otelhooks.builtin import Redactor
+from otelhooks.builtin.secret_detectors import ShapeDetector
+from otelhooks.builtin.secret_shapes import SHAPE_SAMPLES
+
+_POSITIVES = [(shape, text) for shape, (pos, _) in SHAPE_SAMPLES.items() for text in pos]
+_NEGATIVES = [(shape, text) for shape, (_, neg) in SHAPE_SAMPLES.items() for text in neg]
+
+
+def _shape_only() -> Redactor:
+    return Redactor(use_defaults=False, detectors=[ShapeDetector()])
+
+
+def test_every_shape_carries_true_and_false_samples() -> None:
+    assert set(SHAPE_SAMPLES) == {"prefixed token", "password"}
+    assert all(pos and neg for pos, neg in SHAPE_SAMPLES.values())
+
+
+@pytest.mark.parametrize(("shape", "text"), _POSITIVES)
+def test_the_shape_detector_alone_finds_each_true_sample(shape: str, text: str) -> None:
+    out = _shape_only().scrub_text(text)
+    assert "[REDACTED:" in out, (shape, out)
+
+
+@pytest.mark.parametrize(("shape", "text"), _POSITIVES)
+def test_no_eight_characters_of_a_true_sample_survive_the_redactor(shape: str, text: str) -> None:
+    out = Redactor().scrub_text(text)
+    secret = max(text.replace("=", " ").replace(":", " ").split(), key=len)
+    secret = secret.strip("\"'{}").split("@")[0]
+    left = [secret[i : i + 8] for i in range(len(secret) - 7) if secret[i : i + 8] in out]
+    assert not left, (shape, out)
+
+
+@pytest.mark.parametrize(("shape", "text"), _NEGATIVES)
+def test_each_false_sample_is_kept_by_the_shape_detector_and_the_redactor(
+    shape: str, text: str
+) -> None:
+    assert _shape_only().scrub_text(text) == text, shape
+    assert Redactor().scrub_text(text) == text, shape
+
+
+def test_a_shape_check_that_cannot_fail_would_be_caught() -> None:
+    # the samples are real tests: a detector that finds nothing fails every true sample
+    class Blind(ShapeDetector):
+        def find(self, view, hits):  # type: ignore[no-untyped-def]
+            return ()
+
+    blind = Redactor(use_defaults=False, detectors=[Blind()])
+    assert all("[REDACTED:" not in blind.scrub_text(text) for _, text in _POSITIVES)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Authorization: Bearer 7eUHc9npsdql24xsVK8huo9VKPu/mrDStv8JYRWP4cSUXWWBx5oGpPBP7uaMgQCx"
+        "\\nuks3gKrUL/3LFndE0egKslgGSkoyYb3iHP1X3IFsOtTQz6ZPmzc=",
+        "authenticating with 7eUHc9npsdql24xsVK8huo9VKPu/mrDStv8JYRWP4cSUXWWBx5oGpPBP7uaMgQCx"
+        "\nuks3gKrUL/3LFndE0egKslgGSkoyYb3iHP1X3IFsOtTQz6ZPmzc= (attempt 1)",
+    ],
+    ids=["escaped line break", "line break"],
+)
+def test_a_base64_secret_wrapped_over_lines_is_removed_on_every_line(text: str) -> None:
+    out = Redactor().scrub_text(text)
+    assert "uks3gKrU" not in out and "7eUHc9np" not in out, out
+
+
+def test_a_certificate_wrapped_over_lines_is_kept() -> None:
+    text = (
+        "-----BEGIN CERTIFICATE-----\n"
+        "MIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n"
+        "RTESMBAGA1UEChMJQmFsdGltb3JlMRMwEQYDVQQLEwpDeWJlclRydXN0MSIwIAYD\n"
+        "-----END CERTIFICATE-----"
+    )
+    assert Redactor().scrub_text(text) == text
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "call_Zk3mQ9vR2xT7bN4pL8wY1cF6",
+        "toolu_01A09q90qw90lq917835lq9Zk3mQ9vR2xT7bN4pL8",
+        "chatcmpl-Zk3mQ9vR2xT7bN4pL8wY1cF6hJ0sD5gK",
+        "req_011CRzHq8Vn2Rk7Tm3Wp9Lx6Bc1Dy5Fg0Sj8",
+    ],
+)
+def test_provider_ids_are_not_vendor_tokens(value: str) -> None:
+    assert Redactor().scrub_text(value) == value
+    assert Redactor().scrub_text(f"id: {value}") == f"id: {value}"
+
+
+@pytest.mark.parametrize(
+    "session_id",
+    ["7f3c2a7be41d48c6a5f2e19d7b3c04a8", "c7Q2xZp9Lm4Rt8Vw3Ny6Kb1H"],
+)
+def test_an_mcp_session_id_attribute_stays_as_the_gateway_wrote_it(session_id: str) -> None:
+    # session ids as servers make them: hex (the official SDK's uuid4().hex), base62; the
+    # real gateway's span is checked in tests/test_redaction_defaults.py
+    scrubbed, paths = Redactor().redact({"mcp.session.id": session_id}, "attributes")
+    assert scrubbed == {"mcp.session.id": session_id} and paths == []
