@@ -50,6 +50,7 @@ _DIGEST_LABEL: Final = re.compile(
 _PASSWORD_RUN: Final = re.compile(r"[A-Za-z0-9!*^~+/=_.%-]{16,}")
 _PASSWORD_SYMBOLS: Final = frozenset("!*^~")
 # What the detector looks for in a text's long tokens before it tries the shapes.
+_NAME_IS: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=(?!=)")
 GATE_CHARS: Final = frozenset("_-!*^~%")
 
 
@@ -106,8 +107,12 @@ def shape_spans(token: str) -> list[tuple[int, int]]:
         for match in _PASSWORD_RUN.finditer(token):
             if _DIGEST_LABEL.search(token, 0, match.start()) is not None:
                 continue
-            if password_shaped(match.group()) and not any(a <= match.start() < b for a, b in found):
-                found.append(match.span())
+            start, end = match.span()
+            name = _NAME_IS.match(token, start, end)
+            if name is not None:
+                start = name.end()  # pw=value: the value alone
+            if password_shaped(token[start:end]) and not any(a <= start < b for a, b in found):
+                found.append((start, end))
     return found
 
 
