@@ -105,3 +105,33 @@ def test_an_mcp_session_id_attribute_stays_as_the_gateway_wrote_it(session_id: s
     # real gateway's span is checked in tests/test_redaction_defaults.py
     scrubbed, paths = Redactor().redact({"mcp.session.id": session_id}, "attributes")
     assert scrubbed == {"mcp.session.id": session_id} and paths == []
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("ENV API_TOKEN Zk3mQ9vR2xT7bN4pL8wY1cF6", "Zk3mQ9vR2xT7bN4pL8wY1cF6"),
+        ('"created_by": "ENV aws_sec_key \\"KEYKEYKEYKEYKEYKEY\\""', "KEYKEYKEYKEYKEYKEY"),
+        ("/bin/sh -c #(nop)  ENV DB_PASSWORD s3cr3tPassw0rd", "s3cr3tPassw0rd"),
+        ("  .dockerconfigjson: eyE1x2a3MpLe", "eyE1x2a3MpLe"),
+        ("  .dockercfg: ewE1x2a3MpLe", "ewE1x2a3MpLe"),
+    ],
+    ids=["ENV", "ENV in an image's history", "ENV after #(nop)", "dockerconfigjson", "dockercfg"],
+)
+def test_a_credential_in_a_dockerfile_env_or_a_registry_secret_is_removed(
+    text: str, secret: str
+) -> None:
+    assert secret not in Redactor().scrub_text(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "RUN echo ENV password is set",
+        "ENV PASSWORD_MIN_LENGTH 12",
+        "timeout_sec: 30",
+        'secretRef: {"name": "registry-pull-secret", "key": ".dockerconfigjson"}',
+    ],
+)
+def test_prose_lengths_and_references_near_those_names_are_kept(text: str) -> None:
+    assert Redactor().scrub_text(text) == text

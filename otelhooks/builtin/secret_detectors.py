@@ -53,7 +53,7 @@ from .secret_keys import (
     public_tail,
 )
 from .secret_rules import SecretPattern, negatives_of, samples_of, trie_regex
-from .secret_shapes import GATE_CHARS, shape_spans
+from .secret_shapes import GATE_CHARS, labelled_public, shape_spans
 
 __all__ = [
     "DataUrlDetector",
@@ -994,7 +994,11 @@ class ShapeDetector(Detector):
                 continue
             at = work.find(token, cursor)
             cursor = at + len(token)
-            found.extend(self.finding(at + a, at + b, "secret") for a, b in spans)
+            found.extend(
+                self.finding(at + a, at + b, "secret")
+                for a, b in spans
+                if not labelled_public(work[max(0, at + a - 80) : at + a])
+            )
         return found
 
 

@@ -25,9 +25,16 @@ import re
 from typing import Final
 from urllib.parse import unquote
 
-from .secret_keys import DIGEST, charset, entropy, looks_random
+from .secret_keys import DIGEST, charset, entropy, looks_random, made_of_words, public_name
 
-__all__ = ["SHAPE_SAMPLES", "password_shaped", "prefixed_token", "shape_spans"]
+__all__ = [
+    "SHAPE_SAMPLES",
+    "labelled_public",
+    "password_shaped",
+    "prefixed_token",
+    "shape_spans",
+    "urlsafe_token",
+]
 
 # A prefix of one or two lower-case parts, then the body (what stands in a token of its own).
 _PREFIXED: Final = re.compile(
@@ -47,6 +54,7 @@ _DIGEST_LABEL: Final = re.compile(
     r"(?i)(?:h1|sha(?:1|224|256|384|512)?|sha3-\d+|md5|blake2[bs]?|xxh\d+)[:=-]$"
 )
 # A candidate for the password shape: a run of token characters and the password symbols.
+_URLSAFE_RUN: Final = re.compile(r"(?<![A-Za-z0-9+/=_.-])[A-Za-z0-9_-]{48,}(?![A-Za-z0-9+/=.])")
 _PASSWORD_RUN: Final = re.compile(r"[A-Za-z0-9!*^~+/=_.%-]{16,}")
 _PASSWORD_SYMBOLS: Final = frozenset("!*^~")
 # What the detector looks for in a text's long tokens before it tries the shapes.
@@ -79,6 +87,18 @@ def prefixed_token(prefix: str, body: str) -> bool:
     return _mixed(core) and any(len(p) >= 16 and looks_random(p) for p in pieces)
 
 
+def urlsafe_token(run: str) -> bool:
+    """Whether ``run`` (48+ characters of the URL-safe base64 alphabet) is a generated token:
+    a ``-`` or ``_`` inside it, both cases and digits throughout (in each half), and the
+    entropy of random base64 (a name of words and numbers has neither)."""
+    if not any(c in "-_" for c in run[1:-1]):
+        return False
+    half = len(run) // 2
+    if not (_mixed(run[:half]) and _mixed(run[half:])):
+        return False
+    return entropy(run) >= 4.8 and not made_of_words(run) and not charset(run)
+
+
 def password_shaped(run: str) -> bool:
     """Whether ``run`` (16+ characters of one token) is a generated password: lower case, upper
     case, digits and one of ``!*^~`` inside it (not only at its ends, where punctuation of the
@@ -103,6 +123,9 @@ def shape_spans(token: str) -> list[tuple[int, int]]:
                 continue
             if prefixed_token(match.group(1), match.group(2)):
                 found.append((match.start(), match.end(2) - _trail(match.group(2))))
+        for match in _URLSAFE_RUN.finditer(token):
+            if urlsafe_token(match.group()) and not any(a <= match.start() < b for a, b in found):
+                found.append(match.span())
     if "%" in token or any(c in _PASSWORD_SYMBOLS for c in token):
         for match in _PASSWORD_RUN.finditer(token):
             if _DIGEST_LABEL.search(token, 0, match.start()) is not None:
@@ -114,6 +137,17 @@ def shape_spans(token: str) -> list[tuple[int, int]]:
             if password_shaped(token[start:end]) and not any(a <= start < b for a, b in found):
                 found.append((start, end))
     return found
+
+
+# The name a value is given just before it (``"publicKey": "``, ``request_id=``).
+_NAME_BEFORE: Final = re.compile(r"([A-Za-z0-9_.-]{1,64})[\"']?\s*[:=]\s*[\"']?$")
+
+
+def labelled_public(before: str) -> bool:
+    """Whether the text ``before`` a value ends in a name that labels it public or an id
+    (``publicKey``, ``request_id``): meant to be seen, whatever its shape."""
+    name = _NAME_BEFORE.search(before)
+    return name is not None and public_name(name.group(1))
 
 
 def _trail(body: str) -> int:
