@@ -124,7 +124,7 @@ def _cacert() -> list[Path]:
     return [path] if path.is_file() else []
 
 
-def _stride(items: list[tuple[str, str]], limit: int = _MAX) -> list[tuple[str, str]]:
+def _stride(items: list[tuple[str, str]], limit: int) -> list[tuple[str, str]]:
     step = max(1, -(-len(items) // limit))
     return items[::step]
 
@@ -144,26 +144,28 @@ def _mentions(lines: Iterator[tuple[str, str]]) -> list[tuple[str, str]]:
     ]
 
 
-def harmless() -> dict[str, list[tuple[str, str]]]:
-    """The fresh harmless texts by source: ``(where, text)``."""
+def harmless(limit: int = _MAX) -> dict[str, list[tuple[str, str]]]:
+    """The fresh harmless texts by source: ``(where, text)``, at most ``limit`` per source
+    (two and a half times that of package source lines), taken at an even stride."""
     site = H._site_packages()
     out: dict[str, list[tuple[str, str]]] = {}
     cache = _gomodcache()
     go_sums = _go_sums()
     if go_sums and cache is not None:
         out["go.sum lines (4 modules)"] = _stride(
-            [(w, t) for w, t in _lines(go_sums, cache) if t.strip()]
+            [(w, t) for w, t in _lines(go_sums, cache) if t.strip()], limit
         )
     sources = _go_sources()
     if sources and cache is not None:
-        out["Go source lines (x/crypto)"] = _stride(_mentions(_lines(sources, cache)))
+        out["Go source lines (x/crypto)"] = _stride(_mentions(_lines(sources, cache)), limit)
     if NPM_LOCK.is_file():
         out["npm lock lines (MCP servers)"] = _stride(
             [
                 (w, t.strip())
                 for w, t in _lines([NPM_LOCK], ROOT)
                 if '"integrity"' in t or '"resolved"' in t
-            ]
+            ],
+            limit,
         )
     out["package source lines (12 packages)"] = _stride(
         [
@@ -171,13 +173,13 @@ def harmless() -> dict[str, list[tuple[str, str]]]:
             for w, t in _mentions(_lines(_package_sources(), site))
             if H._LITERAL_CREDENTIAL.search(t) is None
         ],
-        1500,
+        limit * 5 // 2,
     )
-    out["prose (package descriptions)"] = _stride(_mentions(_lines(_metadata(), site)))
+    out["prose (package descriptions)"] = _stride(_mentions(_lines(_metadata(), site)), limit)
     certs = _cacert()
     if certs:
         out["certificates (certifi)"] = _stride(
-            [(w, t) for w, t in _lines(certs, site) if t.strip()]
+            [(w, t) for w, t in _lines(certs, site) if t.strip()], limit
         )
     return out
 

@@ -135,3 +135,31 @@ def test_a_credential_in_a_dockerfile_env_or_a_registry_secret_is_removed(
 )
 def test_prose_lengths_and_references_near_those_names_are_kept(text: str) -> None:
     assert Redactor().scrub_text(text) == text
+
+
+def test_a_credential_quoted_in_an_authentication_error_message_is_removed() -> None:
+    text = (
+        "DatabaseConnectionStringAuthError: the Database Connection String API rejected "
+        "'m48QGGtDxd1hyIlTr9vDP3W+rlsv': 401 Unauthorized"
+    )
+    assert "m48QGGtD" not in Redactor().scrub_text(text)
+
+
+def test_an_id_far_into_an_authentication_error_message_is_kept() -> None:
+    # past the usual reach the error's name is weak evidence: a line about an id gives none
+    text = (
+        "AuthError: the upstream answered for the tenant named acme-production with "
+        "request id 9f3c2a7be41d08c6a5f2e19d7b3c04a8"
+    )
+    assert Redactor().scrub_text(text) == text
+
+
+def test_a_wrapped_base64_key_of_a_mapping_of_tokens_is_removed() -> None:
+    key = "7eUHc9npsdql24xsVK8huo9VKPu/mrDStv8JYRWP4cSUXWWBx5oGpPBP7uaMgQCx\\nuks3gKrUL/3LFndE0eg"
+    scrubbed, _ = Redactor().redact({"tokens": {key: "read-only"}})
+    assert "7eUHc9np" not in str(scrubbed) and "uks3gKrU" not in str(scrubbed)
+
+
+def test_a_generated_value_under_private_is_removed_and_a_flag_kept() -> None:
+    assert "4c6f4a5c" not in Redactor().scrub_text("Private: 4c6f4a5cb2d395f828384c2ab29d1f55")
+    assert Redactor().scrub_text('"private": true') == '"private": true'

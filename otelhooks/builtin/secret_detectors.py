@@ -905,7 +905,9 @@ class NearbyEvidenceDetector(Detector):
         ]
 
     def judge_unfound(self, field: Field, text: str) -> str | None:
-        """secret when the evidence of the mapping vouches for the text."""
+        """secret when the evidence of the mapping vouches for the text (a base64 body
+        wrapped over lines judged as one)."""
+        text = near.unwrapped(text)
         if len(text) < 8:
             return None
         if text is field.value and type(field.key) is str and public_tail(field.key):
@@ -917,7 +919,7 @@ class NearbyEvidenceDetector(Detector):
 
     def may_judge_unfound(self, text: str) -> bool:
         """Only a text that the strongest evidence would make a secret."""
-        return near.qualifies(text, near.STRONG)
+        return near.qualifies(near.unwrapped(text), near.STRONG)
 
     def evidence(self, where: MappingView) -> int:
         """The evidence a mapping gives its values and keys: its own, or the mapping's it is

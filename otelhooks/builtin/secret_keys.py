@@ -60,6 +60,7 @@ KEY_WORDS: Final = (
     "conn",
     "dockercfg",
     "dockerconfig",
+    "private",
 )  # every credential name contains one of these (``api_key`` has ``key``)
 
 # The last segment(s) of a normalised key name that make it a credential name, with the kind
