@@ -53,7 +53,7 @@ from .secret_keys import (
     public_tail,
 )
 from .secret_rules import SecretPattern, negatives_of, samples_of, trie_regex
-from .secret_shapes import GATE_CHARS, labelled_public, shape_spans
+from .secret_shapes import PASSWORD_GATE, SHORTEST, labelled_public, shape_spans
 
 __all__ = [
     "DataUrlDetector",
@@ -984,24 +984,40 @@ class ShapeDetector(Detector):
     always = True  # joins what others found in the same run: a part left over is a leak
 
     def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
-        """The long tokens' runs of a secret's shape."""
-        found: list[Finding] = []
-        cursor = 0
+        """The runs of a secret's shape in the text's tokens that may hold one: those of
+        :data:`SHORTEST` characters or more (where the text has a ``_`` or a ``-``), and those
+        around a password symbol (found by position: most texts have none)."""
         work = view.work
-        for token in view.long_tokens:
-            if GATE_CHARS.isdisjoint(token):
-                continue
-            spans = shape_spans(token)
-            if not spans:
-                continue
-            at = work.find(token, cursor)
-            cursor = at + len(token)
-            found.extend(
-                self.finding(at + a, at + b, "secret")
-                for a, b in spans
-                if not labelled_public(work[max(0, at + a - 80) : at + a])
-            )
+        found: list[Finding] = []
+        tried: set[int] = set()
+        if "_" in work or "-" in work:
+            cursor = 0
+            for token in [t for t in view.long_tokens if len(t) >= SHORTEST]:
+                at = work.find(token, cursor)
+                cursor = at + len(token)
+                tried.add(at)
+                self._add(found, work, at, token)
+        for symbol in PASSWORD_GATE:
+            at = work.find(symbol)
+            while at >= 0:
+                start = max(work.rfind(c, 0, at) for c in _SPACES) + 1
+                token = _NON_SPACE.match(work, start)
+                if token is not None and start not in tried and len(token.group()) >= LONG:
+                    tried.add(start)
+                    self._add(found, work, start, token.group())
+                at = work.find(symbol, token.end() if token is not None else at + 1)
         return found
+
+    def _add(self, found: list[Finding], work: str, at: int, token: str) -> None:
+        found.extend(
+            self.finding(at + a, at + b, "secret")
+            for a, b in shape_spans(token)
+            if not labelled_public(work[max(0, at + a - 80) : at + a])
+        )
+
+
+_SPACES: Final = (" ", "\n", "\t", "\r")
+_NON_SPACE: Final = re.compile(r"\S+")
 
 
 # -- identifiers the model chose -----------------------------------------------------------------

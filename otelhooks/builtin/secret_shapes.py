@@ -1,4 +1,4 @@
-"""Secrets known by their shape alone, whatever stands around them: the two shapes no harmless
+"""Secrets known by their shape alone, whatever stands around them: three shapes no harmless
 text has, each with its own true and false samples (:data:`SHAPE_SAMPLES`, checked by
 ``tests/test_secret_shapes.py``).
 
@@ -15,8 +15,13 @@ text has, each with its own true and false samples (:data:`SHAPE_SAMPLES`, check
   ``^``, ``~`` between letters), with the entropy of a generated string: what a password
   generator makes and a person or a program never writes for another purpose.
 
-Neither needs a keyword, so the detector that holds them runs where a text has a long token with
-an underscore, a hyphen or one of those symbols (a cheap test of the text's long tokens).
+* **A long URL-safe token** (:func:`urlsafe_token`): 48+ characters of URL-safe base64 with
+  a ``-`` or ``_`` inside, both cases and digits in each half and the entropy of random bytes
+  (a session or API token), unless the name before it labels it public or an id.
+
+None needs a keyword; the detector that holds them tries a text's long tokens that are long
+enough for a vendor's token or hold a password symbol (a test of each token's length and
+characters, at C speed), so a text without such a token costs one pass over its tokens.
 """
 
 from __future__ import annotations
@@ -57,9 +62,11 @@ _DIGEST_LABEL: Final = re.compile(
 _URLSAFE_RUN: Final = re.compile(r"(?<![A-Za-z0-9+/=_.-])[A-Za-z0-9_-]{48,}(?![A-Za-z0-9+/=.])")
 _PASSWORD_RUN: Final = re.compile(r"[A-Za-z0-9!*^~+/=_.%-]{16,}")
 _PASSWORD_SYMBOLS: Final = frozenset("!*^~")
-# What the detector looks for in a text's long tokens before it tries the shapes.
-_NAME_IS: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=(?!=)")
-GATE_CHARS: Final = frozenset("_-!*^~%")
+_NAME_IS: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=(?!=)")  # pw=... before a password
+# What a token needs for the shapes to be tried in it: 33+ characters (a prefix and a body of
+# 30) for a prefixed or URL-safe token, one of these characters for a password.
+SHORTEST: Final = 33
+PASSWORD_GATE: Final = frozenset("!*^~%")
 
 
 def _mixed(body: str) -> bool:
@@ -91,8 +98,8 @@ def urlsafe_token(run: str) -> bool:
     """Whether ``run`` (48+ characters of the URL-safe base64 alphabet) is a generated token:
     a ``-`` or ``_`` inside it, both cases and digits throughout (in each half), and the
     entropy of random base64 (a name of words and numbers has neither)."""
-    if not any(c in "-_" for c in run[1:-1]):
-        return False
+    if not any(c in "-_" for c in run[1:-1]) or DIGEST.search(run):
+        return False  # sha512-...: a digest labelled with its algorithm
     half = len(run) // 2
     if not (_mixed(run[:half]) and _mixed(run[half:])):
         return False
@@ -117,7 +124,7 @@ def password_shaped(run: str) -> bool:
 def shape_spans(token: str) -> list[tuple[int, int]]:
     """Where in ``token`` (a long whitespace-separated token of a text) the shapes stand."""
     found: list[tuple[int, int]] = []
-    if "_" in token or "-" in token:
+    if len(token) >= SHORTEST and ("_" in token or "-" in token):
         for match in _PREFIXED.finditer(token):
             if _DIGEST_LABEL.search(token, 0, match.start()) is not None:
                 continue
@@ -126,7 +133,7 @@ def shape_spans(token: str) -> list[tuple[int, int]]:
         for match in _URLSAFE_RUN.finditer(token):
             if urlsafe_token(match.group()) and not any(a <= match.start() < b for a, b in found):
                 found.append(match.span())
-    if "%" in token or any(c in _PASSWORD_SYMBOLS for c in token):
+    if not PASSWORD_GATE.isdisjoint(token):
         for match in _PASSWORD_RUN.finditer(token):
             if _DIGEST_LABEL.search(token, 0, match.start()) is not None:
                 continue
@@ -170,6 +177,7 @@ SHAPE_SAMPLES: Final = {
             "sha256_9f3c2a7be41d08c6a5f2e19d7b3c04a86e1f5d92a1b2c3d4",
             "build-20260101-0123456789abcdef0123",  # a build id: digits and one case
             "my-package-name-with-many-words-in-it-1.2.3",
+            '"integrity": "sha512-3Qv9Kp2Yx8yWbQ1mJ0nS5p6Zx4rT7uV2wA9bC3dE6fG1hI4jK7lM0nO3pQ6"',
         ),
     ),
     "password": (
