@@ -992,7 +992,8 @@ class ShapeDetector(Detector):
         tried: set[int] = set()
         if "_" in work or "-" in work:
             cursor = 0
-            for token in [t for t in view.long_tokens if len(t) >= SHORTEST]:
+            long = [t for t in view.long_tokens if len(t) >= SHORTEST and ("_" in t or "-" in t)]
+            for token in long:
                 at = work.find(token, cursor)
                 cursor = at + len(token)
                 tried.add(at)
