@@ -1002,11 +1002,11 @@ class ShapeDetector(Detector):
             at = work.find(symbol)
             while at >= 0:
                 start = max(work.rfind(c, 0, at) for c in _SPACES) + 1
-                token = _NON_SPACE.match(work, start)
-                if token is not None and start not in tried and len(token.group()) >= LONG:
+                run = _NON_SPACE.match(work, start)
+                if run is not None and start not in tried and len(run.group()) >= LONG:
                     tried.add(start)
-                    self._add(found, work, start, token.group())
-                at = work.find(symbol, token.end() if token is not None else at + 1)
+                    self._add(found, work, start, run.group())
+                at = work.find(symbol, run.end() if run is not None else at + 1)
         return found
 
     def _add(self, found: list[Finding], work: str, at: int, token: str) -> None:
