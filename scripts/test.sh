@@ -140,7 +140,10 @@ fi
 workers="${OTELHOOKS_PYTEST_WORKERS:-2}"
 xdist=()
 [ "$workers" = 0 ] || xdist=(-n "$workers" --dist loadfile)
-pytest_run() { .venv/bin/python -m pytest -q -p no:cacheprovider "${xdist[@]}" "$@"; }
+# --tb=native: Python 3.11's ast.parse can fail with "AST constructor recursion depth mismatch"
+# while pytest formats a failure its own way, and that ends the worker and the whole run; the
+# standard library's tracebacks never parse the source.
+pytest_run() { .venv/bin/python -m pytest -q -p no:cacheprovider --tb=native "${xdist[@]}" "$@"; }
 end_to_end="jaeger or fleet or ui"
 
 summary() {
