@@ -58,6 +58,8 @@ for name in "${installs[@]}"; do
     started=$SECONDS rc=0
     PYTHON="$root/.venv/bin/python" bash "scripts/install-$name.sh" >"$work/$name.out" 2>"$work/$name.err" || rc=$?
     echo "install: $name $((SECONDS - started))" >>"$OTELHOOKS_TIMINGS"
+    # An install script is silent on stderr when it reuses the cache, and says what it builds.
+    [ ! -s "$work/$name.err" ] || echo "built: $name" >>"$OTELHOOKS_TIMINGS"
     echo "$rc" >"$work/$name.rc"
   ) &
 done
