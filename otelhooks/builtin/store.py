@@ -462,9 +462,11 @@ def _create_private(path: Path) -> None:
     file readable by others is made private (SQLite gives its journals the file's mode)."""
     if not path.parent.exists():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    # Never open and close a descriptor of an existing store: closing any descriptor of a file
+    # drops every POSIX lock this process holds on it, those of its open connections included
+    # (SQLite then reads a store another connection is writing: "disk I/O error").
     try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        if os.stat(path).st_mode & 0o077:
+            os.chmod(path, 0o600)
