@@ -184,20 +184,22 @@ class UpstreamProcess:
         if process.stdin is not None:
             with contextlib.suppress(Exception):
                 process.stdin.close()
-        for signum in (None, signal.SIGTERM, signal.SIGKILL):
-            if signum is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signum)
-            try:
-                await asyncio.wait_for(process.wait(), STOP_GRACE)
-                break
-            except TimeoutError:
-                continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)  # what the server left running
-        transport = getattr(process, "_transport", None)
-        if transport is not None:  # closed now, not when collected after its loop is gone
-            transport.close()
+        try:
+            for signum in (None, signal.SIGTERM, signal.SIGKILL):
+                if signum is not None:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(process.pid, signum)
+                try:
+                    await asyncio.wait_for(process.wait(), STOP_GRACE)
+                    break
+                except TimeoutError:
+                    continue
+        finally:  # also when the stop is cancelled: nothing of the server is left behind
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, signal.SIGKILL)  # what the server left running
+            transport = getattr(process, "_transport", None)
+            if transport is not None:  # closed now, not when collected after its loop is gone
+                transport.close()
 
 
 class StdioRelay:
@@ -232,7 +234,8 @@ class StdioRelay:
         self._calls: dict[Any, asyncio.Task[None]] = {}
         self._cancelled: set[Any] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._init_params: dict[str, Any] | None = None
+        self._offered: dict[str, Any] | None = None  # the host's initialize, as sent upstream
+        self._handshake: dict[str, Any] | None = None  # ... once the server accepted it
         self._initialized = False
         self._host_meta: dict[str, Any] | None = None  # 2026-07-28: who the host says it is
         self._host_roots = False  # the host said it answers roots
@@ -275,8 +278,11 @@ class StdioRelay:
             CALLER.reset(caller)
 
     async def _ensure_upstream(self) -> UpstreamProcess:
-        """The live server, started (and, after the first handshake, initialized with the
-        host's own ``initialize``) when there is none."""
+        """The live server, started when there is none. A server started again is given the
+        handshake the host completed (its ``initialize``, then ``notifications/initialized``)
+        before it is published: whatever arrives meanwhile waits for it, and nothing reaches a
+        server that is not initialized. A server that fails the replay is stopped
+        (``MCPToolError``)."""
         live = self.upstream
         if live is not None:
             return live
@@ -285,13 +291,24 @@ class StdioRelay:
                 return self.upstream
             started = UpstreamProcess(self.config, self.gateway.environment(self.config))
             await started.start()
-            self.upstream = started
             self._reading = self._spawn(self._from_upstream(started))
-            if self._init_params is not None:
+            if self._handshake is not None:
                 logger.info("starting upstream %r again", self.config.name)
-                await self._request("initialize", self._init_params)
+                try:
+                    await self._request("initialize", self._handshake, upstream=started)
+                except (MCPToolError, TimeoutError) as error:
+                    await started.stop()
+                    raise MCPToolError(
+                        f"the MCP server {self.config.name!r} refused the host's handshake when "
+                        f"started again: {error}",
+                        error_type=CONNECTION_ERROR,
+                    ) from error
+                except BaseException:
+                    await started.stop()
+                    raise
                 if self._initialized:
                     started.send(dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            self.upstream = started
             return started
 
     async def _stop_upstream(self) -> None:
@@ -333,7 +350,13 @@ class StdioRelay:
                 None, None, mcp_types.INVALID_REQUEST, "a request id is a string or a number"
             )
             return
-        upstream = await self._ensure_upstream()
+        try:
+            upstream = await self._ensure_upstream()
+        except MCPToolError as unstarted:
+            logger.warning("%s", unstarted)
+            if request_id is not _NO_ID and "method" in message:
+                self._answer_error(request_id, None, mcp_types.CONNECTION_CLOSED, str(unstarted))
+            return
         if "method" not in message:
             asked = self._asked.pop(request_id, None) if request_id is not _NO_ID else None
             if asked == "roots/list":
@@ -383,7 +406,7 @@ class StdioRelay:
             answer = (
                 (lambda answer, method=method: self._scrub_answer(answer, method))
                 if method in SCRUBBED
-                else self._discovered
+                else self._discover_answer
                 if method == "server/discover"
                 else None
             )
@@ -437,7 +460,7 @@ class StdioRelay:
                     declared["roots"] = {}
                 params = {**params, "capabilities": declared}
                 message = {**message, "params": params}
-            self._init_params = params
+            self._offered = params
         span = self._server_span("initialize", message, session_level=False)
         self._session = trace.set_span_in_context(span)
         self._pending[request_id] = _Pending(span=span, answer=self._initialized_answer)
@@ -446,8 +469,17 @@ class StdioRelay:
     def _initialized_answer(self, message: dict[str, Any]) -> None:
         result = message.get("result")
         if isinstance(result, dict):
+            # Replayed on a restart only once accepted: an initialize the server refused (a
+            # host that fell back to the handshake after a slow server/discover, on a server
+            # already in the 2026-07-28 era) would put the next server in the wrong era.
+            self._handshake = self._offered
             version = result.get("protocolVersion")
             self.protocol_version = version if isinstance(version, str) else None
+        self._discovered(message)
+
+    def _discover_answer(self, message: dict[str, Any]) -> None:
+        if isinstance(message.get("result"), dict):
+            self._handshake = None  # the 2026-07-28 era: each request carries its envelope
         self._discovered(message)
 
     def _discovered(self, message: dict[str, Any]) -> None:
@@ -492,7 +524,7 @@ class StdioRelay:
     def _roots(self) -> list[dict[str, str]]:
         return [{"uri": Path(root).as_uri()} for root in self.config.roots]
 
-    def _server_asks_roots(self, message: dict[str, Any]) -> None:
+    def _server_asks_roots(self, message: dict[str, Any], upstream: UpstreamProcess) -> None:
         """The server's ``roots/list``: to the host when it answers roots (its answer is
         narrowed on the way back), else answered here from the configuration."""
         request_id = message.get("id")
@@ -501,8 +533,7 @@ class StdioRelay:
             self._to_host(message)
             return
         answer = {"jsonrpc": "2.0", "id": request_id, "result": {"roots": self._roots()}}
-        if self.upstream is not None:
-            self.upstream.send(dumps(answer))
+        upstream.send(dumps(answer))
 
     def _narrowed(self, answer: dict[str, Any]) -> dict[str, Any]:
         """The host's answer to ``roots/list`` with only the roots inside configured ones
@@ -709,7 +740,7 @@ class StdioRelay:
                 except ValueError:
                     message = None
                 if isinstance(message, dict):
-                    outcome = self._upstream_message(message, line)
+                    outcome = self._upstream_message(upstream, message, line)
                     if outcome is not None:
                         await outcome
                 else:
@@ -721,10 +752,12 @@ class StdioRelay:
                 self._spawn(upstream.stop())
             self._fail_pending(upstream)
 
-    def _upstream_message(self, message: dict[str, Any], line: bytes) -> Awaitable[None] | None:
+    def _upstream_message(
+        self, upstream: UpstreamProcess, message: dict[str, Any], line: bytes
+    ) -> Awaitable[None] | None:
         method = message.get("method")
         if method == "roots/list" and "id" in message:
-            self._server_asks_roots(message)
+            self._server_asks_roots(message, upstream)
             return None
         if method == "notifications/progress":
             self._progressed(message)
@@ -801,13 +834,15 @@ class StdioRelay:
 
     # -- the relay's own requests ------------------------------------------------------------
 
-    async def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """A request of the relay's own to the server; its result (``MCPToolError`` for an
-        error or a server that is gone)."""
-        upstream = self.upstream or await self._ensure_upstream()
+    async def _request(
+        self, method: str, params: dict[str, Any], upstream: UpstreamProcess | None = None
+    ) -> dict[str, Any]:
+        """A request of the relay's own to the server (``upstream``: one being started); its
+        result (``MCPToolError`` for an error or a server that is gone)."""
+        upstream = upstream or self.upstream or await self._ensure_upstream()
         self._next_id += 1
         request_id = f"{_PRIVATE}{self._next_id}"
-        if self._host_meta is not None:
+        if self._host_meta is not None and method != "initialize":
             params = {**params, "_meta": self._host_meta}
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = _Pending(future=future)
