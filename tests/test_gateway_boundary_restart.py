@@ -98,7 +98,8 @@ async def test_a_request_made_while_the_handshake_is_replayed_waits_for_it(
     assert "is gone" in _text(crashed)
 
     started.clear()
-    relay.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": _call("echo", {"text": "b"}, None)})  # fmt: skip
+    echo = _call("echo", {"text": "b"}, None)
+    relay.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": echo})
     await asyncio.wait_for(started.wait(), 30)  # the server is started; its handshake is not done
     listing = asyncio.ensure_future(relay.relay._list_upstream())  # the relay's own request
     assert _text((await relay.answer(3))[-1]) == "b"
