@@ -17,7 +17,7 @@ import pytest
 
 from otelhooks.integrations.mcp.gateway import Gateway
 from otelhooks.integrations.mcp.policy import UpstreamConfig, parse_policy
-from otelhooks.integrations.mcp.relay import UpstreamProcess
+from otelhooks.integrations.mcp.relay_link import UpstreamProcess
 
 from .gateway_support import INITIALIZE, RelayHost, relay_host
 from .mcp_support import fault_command
@@ -101,10 +101,10 @@ async def test_a_request_made_while_the_handshake_is_replayed_waits_for_it(
     echo = _call("echo", {"text": "b"}, None)
     relay.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": echo})
     await asyncio.wait_for(started.wait(), 30)  # the server is started; its handshake is not done
-    listing = asyncio.ensure_future(relay.relay._list_upstream())  # the relay's own request
+    listing = asyncio.ensure_future(relay.relay.tools.list_upstream())  # the relay's own request
     assert _text((await relay.answer(3))[-1]) == "b"
     await asyncio.wait_for(listing, 30)  # served, not refused
-    assert "echo" in relay.relay.listing.upstream_names
+    assert "echo" in relay.relay.tools.listing.upstream_names
 
     newest = sent[-1][0]
     order = [line for process, line in sent if process is newest]
