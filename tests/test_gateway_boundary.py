@@ -24,6 +24,7 @@ import httpx
 import mcp.types as mcp_types
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from otelhooks.integrations.mcp.auth import add_token
@@ -885,3 +886,31 @@ async def test_no_bearer_token_reaches_an_upstream(team: Team, tmp_path: Path) -
         environments = [json.dumps(environ(p)) for p in pids]
     assert token not in record.read_text()
     assert all(token not in env for env in environments)
+
+
+async def test_a_calls_param_headers_are_checked_against_what_the_caller_is_shown(
+    team: Team, tmp_path: Path
+) -> None:
+    """The SDK checks a 2026-07-28 call's ``Mcp-Param-*`` headers against the tool's schema
+    before any middleware; the gateway hands it the schema from the caller's own listing
+    (not a listing per call). A header that disagrees with the body is refused, one that
+    agrees passes, and a tool the caller may not see stays unknown (no check names it)."""
+    policy = upstream("fault", fault_command()) + common(team) + rules("echo")
+
+    async def forge(request: httpx.Request) -> None:
+        if request.method == "POST" and b'"tools/call"' in request.content:
+            request.headers["mcp-param-region"] = "us"
+
+    async with gateway(policy, tmp_path) as gw:
+        async with host(gw.url, team.token("admin")) as admin:
+            assert text_of(await admin.call_tool("routed", {"region": "eu"})) == "eu"
+        for subject, expected in (("admin", "Mcp-Param-Region"), ("clock", "Unknown tool")):
+            headers = {"Authorization": f"Bearer {team.token(subject)}"}
+            async with (
+                httpx.AsyncClient(
+                    headers=headers, timeout=30, event_hooks={"request": [forge]}
+                ) as http,
+                Client(streamable_http_client(gw.url, http_client=http)) as forged,
+            ):
+                with pytest.raises(MCPError, match=expected):
+                    await forged.call_tool("routed", {"region": "eu"})

@@ -33,7 +33,7 @@ from opentelemetry import context as otel_context
 
 from ...core import DEFAULT_TOOL_TIMEOUT
 from .access import Caller, Grant
-from .auth import LOCAL_STDIO, LOOPBACK, VIA_CLAIM, Identity
+from .auth import LOCAL_STDIO, REQUEST_SCOPE, Identity, identity_in
 from .client import progress_to
 from .gateway import (
     NOTIFICATIONS,
@@ -85,12 +85,7 @@ def identity_of(ctx: ServerRequestContext[Any]) -> tuple[Identity, str | None, s
     session_id = getattr(connection_of(ctx.session), "session_id", None) or (
         request.headers.get("mcp-session-id") if request is not None else None
     )
-    user = scope.get("user")
-    token = getattr(user, "access_token", None)
-    if token is not None:
-        via = str((token.claims or {}).get(VIA_CLAIM, "jwt"))
-        return Identity.of(token, via), session_id, "tcp"
-    return LOOPBACK, session_id, "tcp"
+    return identity_in(scope), session_id, "tcp"
 
 
 class SDKServer:
@@ -348,7 +343,12 @@ class SDKServer:
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             if self.offered("logging"):
                 handlers["on_set_logging_level"] = content.set_logging_level
-            server: Server[Any] = Server(self.policy.name, version=_version(), **handlers)
+            server: Server[Any] = Server(
+                self.policy.name,
+                version=_version(),
+                get_tool_input_schema=self.input_schema,
+                **handlers,
+            )
         server.add_request_handler("server/discover", mcp_types.RequestParams, self._discover)
         server.middleware.insert(0, self.session_traces.outer)
         server.middleware.append(self.session_traces.inner)
@@ -376,6 +376,26 @@ class SDKServer:
             await server.run(read, write, self.initialization_options(server))
 
     # -- tools -------------------------------------------------------------------------------
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema the SDK checks a 2026-07-28 call's ``Mcp-Param-*`` headers
+        against, before the middleware runs: that of the tool served as ``name`` as the
+        calling identity's own upstream sets list it (:meth:`Gateway.tool_schema`), so that
+        a call is checked without listing the tools again. ``None`` (the SDK then checks
+        nothing, as for a tool its listing does not show) for a tool the caller may not see,
+        and before the caller has an upstream set."""
+        scope = REQUEST_SCOPE.get()
+        if scope is None:
+            return None
+        identity = identity_in(scope)
+        grant = self.gateway.grant(identity)
+        digest = identity.digest()
+        for uset in list(self.pool.sets.values()):
+            if uset.identity == digest and not uset.closed:
+                schema = self.gateway.tool_schema(grant, uset, name)
+                if schema is not None:
+                    return schema
+        return None
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
