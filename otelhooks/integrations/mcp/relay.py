@@ -39,7 +39,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, Final
 
@@ -83,8 +83,6 @@ SCRUBBED: Final = frozenset(
 _NO_ID: Final = object()
 _VERSION: Final = "io.modelcontextprotocol/protocolVersion"  # in _meta: the 2026-07-28 era
 _CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
-
-Answer = Callable[[dict[str, Any]], Awaitable[None] | None]
 
 
 class StdioRelay:
