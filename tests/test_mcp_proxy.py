@@ -44,19 +44,11 @@ def RECORD_ENV(record: Path) -> dict[str, str]:
     return {"FAULT_SERVER_RECORD": str(record)}
 
 
-@pytest.fixture(autouse=True)
-def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test's proxies keep their state (the default pin store) in a folder of their own,
-    not in the machine's ``~/.local/state``, which other runs share."""
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-
-
 def proxy_params(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
-    """The proxy as a host launches it: ``python -m otelhooks mcp proxy ...`` over stdio (the
-    SDK passes a host's process only a few variables: the state folder is named)."""
-    state = (
-        {"XDG_STATE_HOME": os.environ["XDG_STATE_HOME"]} if "XDG_STATE_HOME" in os.environ else {}
-    )
+    """The proxy as a host launches it: ``python -m otelhooks mcp proxy ...`` over stdio. The
+    SDK passes a host's process only a few variables: the test run's private state and data
+    folders (``conftest.private_state``) are named, so that its store is the run's own."""
+    state = {k: os.environ[k] for k in ("XDG_STATE_HOME", "XDG_DATA_HOME") if k in os.environ}
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "otelhooks", "mcp", "proxy", *args],
