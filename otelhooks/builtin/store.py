@@ -235,19 +235,29 @@ class SQLiteStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken at once (``BEGIN IMMEDIATE``: no deadlock between two
         writers that first read); a change in it calls :func:`_bump`."""
-        with self._lock:
+        with self._lock, self._damage():
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
 
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
+        with self._lock, self._damage():
             return list(self._db.execute(sql, args).fetchall())
+
+    @contextlib.contextmanager
+    def _damage(self) -> Iterator[None]:
+        """SQLite's errors (a damaged or truncated file, a full disk) as :class:`StoreError`
+        naming the file, which every caller treats as "nothing trusted" (fail closed)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: the store cannot be used: {exc}") from exc
 
     def revision(self) -> int:
         """See :meth:`Store.revision`."""

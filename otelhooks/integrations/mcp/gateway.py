@@ -377,6 +377,18 @@ class Gateway:
         ``upstream`` (``None``: permitted, or no ``[cedar]``)."""
         return None if self.cedar is None else self.cedar.refusal(caller, kind, upstream, target)
 
+    def tool_schema(self, grant: Grant, uset: UpstreamSet, name: str) -> dict[str, Any] | None:
+        """The input schema of the tool ``uset`` serves as ``name``, when
+        :meth:`visible_tools` shows it to a caller with ``grant`` (``None`` otherwise)."""
+        ref = uset.refs.get(name)
+        if ref is None or not self.shows_tool(grant, name) or self.held_back(name, uset.key):
+            return None
+        server = uset.servers.get(ref.upstream)
+        for entry in server.listings if server is not None else ():
+            if entry.name == name:
+                return entry.listing.input_schema
+        return None
+
     # -- a call ------------------------------------------------------------------------------
 
     async def call_tool(
