@@ -65,6 +65,12 @@ def host_asking(host: HostAsk) -> Iterator[HostAsk]:
         HOST.reset(token)
 
 
+def host_label(caller: Any) -> str:
+    """Who a host is, as an approval names who decided: ``host:<its identity>``."""
+    identity = caller.identity if caller is not None else None
+    return f"host:{identity.label}" if identity is not None else "host"
+
+
 def declares_form(capabilities: Any) -> bool:
     """Whether client capabilities (the ``mcp`` model, or their JSON) declare form
     elicitation (an ``elicitation`` capability with neither mode named means form)."""

@@ -62,8 +62,9 @@ from .gateway import (
     Gateway,
     Refused,
 )
-from .host_approval import HOST, HostAsk, declares_form
+from .host_approval import HOST, HostAsk, declares_form, host_label
 from .policy import UpstreamConfig
+from .relay_host import OwnRequests, cedar_refused
 from .relay_link import Pending, UpstreamLink, UpstreamProcess, dumps
 from .relay_tools import HOST_REQUEST, RelayTools
 from .session_trace import CALLS
@@ -109,7 +110,7 @@ class StdioRelay:
         self._offered: dict[str, Any] | None = None  # the host's initialize, as sent upstream
         self._host_roots = False  # the host said it answers roots
         self._asked: dict[Any, str] = {}  # the server's requests to the host, by id
-        self._own: dict[str, asyncio.Future[Any]] = {}  # the relay's own requests to the host
+        self.own = OwnRequests(self._to_host)  # the relay's own requests to the host
         self._host_form = False  # the host declared form elicitation
         self._session: otel_context.Context | None = None
         self.link = UpstreamLink(config, lambda: gateway.environment(config), self, self._spawn)
@@ -150,30 +151,6 @@ class StdioRelay:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-    def caller_label(self) -> str:
-        """Who the host is, as an approval names who decided."""
-        identity = self.caller.identity
-        return f"host:{identity.label}" if identity is not None else "host"
-
-    async def _ask_host(self, request: Any, result_type: Any) -> Any:
-        """Send a request of the relay's own to the host and wait for its answer (the caller
-        bounds the wait); the result as ``result_type``, or ``ErrorData``."""
-        request_id = f"otelhooks-{uuid.uuid4().hex}"
-        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._own[request_id] = answer
-        data = request.model_dump(mode="json", by_alias=True, exclude_none=True)
-        try:
-            self._to_host({"jsonrpc": "2.0", "id": request_id, **data})
-            message = await answer
-        finally:
-            self._own.pop(request_id, None)
-        if isinstance(message.get("error"), dict):
-            return mcp_types.ErrorData.model_validate(message["error"])
-        try:
-            return result_type.model_validate(message.get("result") or {})
-        except ValueError as exc:
-            return mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=str(exc)[:200])
 
     def _to_host(self, message: Any) -> None:
         self.writer.write(message if isinstance(message, bytes) else dumps(message))
@@ -220,10 +197,7 @@ class StdioRelay:
                 self._answer_error(request_id, None, mcp_types.CONNECTION_CLOSED, str(unstarted))
             return
         if "method" not in message:
-            own = self._own.pop(request_id, None) if isinstance(request_id, str) else None
-            if own is not None:  # the host's answer to the relay's own request
-                if not own.done():
-                    own.set_result(message)
+            if self.own.answered(request_id, message):  # an answer to the relay's own request
                 return
             asked = self._asked.pop(request_id, None) if request_id is not _NO_ID else None
             if asked == "roots/list":
@@ -291,21 +265,7 @@ class StdioRelay:
         elif method == "prompts/get" and (target is None or not grant.prompt(target)):
             return Refused(mcp_types.INVALID_PARAMS, f"Unknown prompt: {str(target)[:100]!r}")
         if target is not None and method in ("resources/read", "prompts/get"):
-            return self._cedar_refused(method, target)
-        return None
-
-    def _cedar_refused(self, method: str, target: str) -> Refused | None:
-        """A resource read or prompt the Cedar policies refuse (as if it did not exist)."""
-        if method == "resources/read":
-            if self.gateway.cedar_refusal(self.caller, "resource", self.config.name, target):
-                return Refused(RESOURCE_NOT_FOUND, f"Resource not found: {target[:200]}")
-            return None
-        name = target
-        prefix = self.config.prefix
-        if prefix and target.startswith(f"{prefix}_"):
-            name = target[len(prefix) + 1 :]
-        if self.gateway.cedar_refusal(self.caller, "prompt", self.config.name, name):
-            return Refused(mcp_types.INVALID_PARAMS, f"Unknown prompt: {target[:100]!r}")
+            return cedar_refused(self.gateway, self.caller, self.config, method, target)
         return None
 
     def _notification(
@@ -428,7 +388,7 @@ class StdioRelay:
         meta = meta if isinstance(meta, dict) else None
         span = self._server_span("tools/call", message)
         host = HOST_REQUEST.set((request_id, meta, self.protocol_version))
-        asking = HOST.set(HostAsk(self._host_form, self._ask_host, self.caller_label()))
+        asking = HOST.set(HostAsk(self._host_form, self.own.ask, host_label(self.caller)))
         try:
             with trace.use_span(span, end_on_exit=False):
                 await self.tools.known(name)

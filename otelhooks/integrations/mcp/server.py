@@ -44,7 +44,7 @@ from .gateway import (
     unknown_tool,
     upstream_of,
 )
-from .host_approval import HostAsk, declares_form, host_asking
+from .host_approval import HostAsk, declares_form, host_asking, host_label
 from .server_content import ContentHandlers
 from .server_hosts import HostMessages, connection_of, send
 from .session_trace import SessionTraces
@@ -442,12 +442,11 @@ class SDKServer:
         async def ask_host(request: Any, result_type: Any) -> Any:
             return await send(session, request, result_type, request_id)
 
-        identity = caller.identity
         asking = HostAsk(  # a session of the 2026-07-28 era has no back-channel: the store
             declares_form(getattr(session, "client_capabilities", None))
             and getattr(session, "can_send_request", True) is not False,
             ask_host,
-            f"host:{identity.label}" if identity is not None else "host",
+            host_label(caller),
         )
         with (
             uset.route.serving(ctx.session, ctx.request_id),
