@@ -176,9 +176,10 @@ async def test_an_approval_is_asked_of_the_calling_host_and_its_answer_holds(
         assert word in text_of(result), text_of(result)
     assert len(asked) == 4 and len(other) == 1
     assert not admin.is_error and not log.is_error
-    assert modern == [] and waited.is_error and "no approval within 3 s" in text_of(waited)
+    # blocked after approval_timeout (the approver's bound or the request's, whichever first)
+    assert modern == [] and waited.is_error and "within 3" in text_of(waited)
     assert hidden.is_error and secret not in text_of(hidden)
-    assert "no approval within 3 s" in text_of(hidden)
+    assert "within 3" in text_of(hidden)
     form = asked[0]
     assert form.mode == "form"
     assert "git_status" in form.message and repo in form.message

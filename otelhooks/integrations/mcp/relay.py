@@ -58,13 +58,11 @@ from .client import (
 )
 from .gateway import (
     NOTIFICATIONS,
-    RESOURCE_NOT_FOUND,
     Gateway,
-    Refused,
 )
 from .host_approval import HOST, HostAsk, declares_form, host_label
 from .policy import UpstreamConfig
-from .relay_host import OwnRequests, cedar_refused
+from .relay_host import OwnRequests, target_refused
 from .relay_link import Pending, UpstreamLink, UpstreamProcess, dumps
 from .relay_tools import HOST_REQUEST, RelayTools
 from .session_trace import CALLS
@@ -222,7 +220,9 @@ class StdioRelay:
         assert grant is not None
         refused = self.gateway.refusal(grant, method)
         if refused is None:
-            refused = self._target_refused(method, params)
+            refused = target_refused(
+                self.gateway, self.caller, self.config, method, _target(params)
+            )
         if refused is not None:
             span = self._server_span(method, message)
             with trace.use_span(span, end_on_exit=True):
@@ -253,20 +253,6 @@ class StdioRelay:
             )
             self.link.pending[request_id] = Pending(span=span, answer=answer)
             upstream.send(line)
-
-    def _target_refused(self, method: str, params: Any) -> Refused | None:
-        """A resource or prompt the caller may not use, refused as if it did not exist."""
-        grant = self.caller.grant
-        assert grant is not None
-        target = _target(params)
-        if method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
-            if target is None or not grant.resource(target):
-                return Refused(RESOURCE_NOT_FOUND, f"Resource not found: {str(target)[:200]}")
-        elif method == "prompts/get" and (target is None or not grant.prompt(target)):
-            return Refused(mcp_types.INVALID_PARAMS, f"Unknown prompt: {str(target)[:100]!r}")
-        if target is not None and method in ("resources/read", "prompts/get"):
-            return cedar_refused(self.gateway, self.caller, self.config, method, target)
-        return None
 
     def _notification(
         self, upstream: UpstreamProcess, method: str, message: dict[str, Any], line: bytes

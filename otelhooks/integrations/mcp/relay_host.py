@@ -52,6 +52,23 @@ class OwnRequests:
         return True
 
 
+def target_refused(
+    gateway: Gateway, caller: Caller, config: UpstreamConfig, method: str, target: str | None
+) -> Refused | None:
+    """A resource or prompt ``caller`` may not use (its grant, then the Cedar policies),
+    refused as if it did not exist (``None``: it may go on)."""
+    grant = caller.grant
+    assert grant is not None
+    if method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
+        if target is None or not grant.resource(target):
+            return Refused(RESOURCE_NOT_FOUND, f"Resource not found: {str(target)[:200]}")
+    elif method == "prompts/get" and (target is None or not grant.prompt(target)):
+        return Refused(mcp_types.INVALID_PARAMS, f"Unknown prompt: {str(target)[:100]!r}")
+    if target is not None and method in ("resources/read", "prompts/get"):
+        return cedar_refused(gateway, caller, config, method, target)
+    return None
+
+
 def cedar_refused(
     gateway: Gateway, caller: Caller, config: UpstreamConfig, method: str, target: str
 ) -> Refused | None:
