@@ -532,7 +532,7 @@ class Agent:
         while True:
             if resumed is not None:
                 message = resumed[0].message
-                batch = self._batch(self._snapshot(run.run_id, index), message, run, None)
+                batch = self._batch(self._snapshot(run, index), message, run, None)
                 results = await execute_resumed(batch, resumed[1])
                 resumed = None
             else:
@@ -568,7 +568,7 @@ class Agent:
         self._emit(TurnStart(index))
         if index > 1 or poll_steering:
             self._add_messages(run, _take(self._steering, self.steering_mode))
-        turn = self._snapshot(run.run_id, index)
+        turn = self._snapshot(run, index)
         message, chat_link = await _ask_provider(self, self._recorder, self._emit, turn, run)
         self._add(run, message)
         if message.usage is not None:
@@ -588,10 +588,11 @@ class Agent:
             return message, ()
         return message, batch.emit_results()
 
-    def _snapshot(self, run_id: str, index: int) -> _Turn:
+    def _snapshot(self, run: _Run, index: int) -> _Turn:
         tools = self.tools.snapshot()
         context = AgentContext(
-            run_id=run_id,
+            run_id=run.run_id,
+            user=run.identity.user,
             agent_name=self.name,
             model=self.model,
             system_prompt=self.system_prompt,

@@ -58,11 +58,11 @@ from .client import (
 )
 from .gateway import (
     NOTIFICATIONS,
-    RESOURCE_NOT_FOUND,
     Gateway,
-    Refused,
 )
+from .host_approval import HOST, HostAsk, declares_form, host_label
 from .policy import UpstreamConfig
+from .relay_host import OwnRequests, target_refused
 from .relay_link import Pending, UpstreamLink, UpstreamProcess, dumps
 from .relay_tools import HOST_REQUEST, RelayTools
 from .session_trace import CALLS
@@ -108,6 +108,8 @@ class StdioRelay:
         self._offered: dict[str, Any] | None = None  # the host's initialize, as sent upstream
         self._host_roots = False  # the host said it answers roots
         self._asked: dict[Any, str] = {}  # the server's requests to the host, by id
+        self.own = OwnRequests(self._to_host)  # the relay's own requests to the host
+        self._host_form = False  # the host declared form elicitation
         self._session: otel_context.Context | None = None
         self.link = UpstreamLink(config, lambda: gateway.environment(config), self, self._spawn)
         self.run_id = uuid.uuid4().hex
@@ -193,6 +195,8 @@ class StdioRelay:
                 self._answer_error(request_id, None, mcp_types.CONNECTION_CLOSED, str(unstarted))
             return
         if "method" not in message:
+            if self.own.answered(request_id, message):  # an answer to the relay's own request
+                return
             asked = self._asked.pop(request_id, None) if request_id is not _NO_ID else None
             if asked == "roots/list":
                 upstream.send(dumps(_narrowed(message, self.config.roots)))
@@ -216,7 +220,9 @@ class StdioRelay:
         assert grant is not None
         refused = self.gateway.refusal(grant, method)
         if refused is None:
-            refused = self._target_refused(method, params)
+            refused = target_refused(
+                self.gateway, self.caller, self.config, method, _target(params)
+            )
         if refused is not None:
             span = self._server_span(method, message)
             with trace.use_span(span, end_on_exit=True):
@@ -248,18 +254,6 @@ class StdioRelay:
             self.link.pending[request_id] = Pending(span=span, answer=answer)
             upstream.send(line)
 
-    def _target_refused(self, method: str, params: Any) -> Refused | None:
-        """A resource or prompt the caller may not use, refused as if it did not exist."""
-        grant = self.caller.grant
-        assert grant is not None
-        target = _target(params)
-        if method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
-            if target is None or not grant.resource(target):
-                return Refused(RESOURCE_NOT_FOUND, f"Resource not found: {str(target)[:200]}")
-        elif method == "prompts/get" and (target is None or not grant.prompt(target)):
-            return Refused(mcp_types.INVALID_PARAMS, f"Unknown prompt: {str(target)[:100]!r}")
-        return None
-
     def _notification(
         self, upstream: UpstreamProcess, method: str, message: dict[str, Any], line: bytes
     ) -> None:
@@ -289,6 +283,7 @@ class StdioRelay:
             capabilities = params.get("capabilities")
             if isinstance(capabilities, dict):
                 self._host_roots = "roots" in capabilities
+                self._host_form = declares_form(capabilities)
                 declared = _without_tasks(capabilities)
                 declared.pop("roots", None)
                 if self.config.roots:  # the server may ask; the relay answers (narrowed)
@@ -379,6 +374,7 @@ class StdioRelay:
         meta = meta if isinstance(meta, dict) else None
         span = self._server_span("tools/call", message)
         host = HOST_REQUEST.set((request_id, meta, self.protocol_version))
+        asking = HOST.set(HostAsk(self._host_form, self.own.ask, host_label(self.caller)))
         try:
             with trace.use_span(span, end_on_exit=False):
                 await self.tools.known(name)
@@ -405,6 +401,7 @@ class StdioRelay:
                 span.set_status(StatusCode.ERROR)
             self._to_host({"jsonrpc": "2.0", "id": request_id, "result": data})
         finally:
+            HOST.reset(asking)
             HOST_REQUEST.reset(host)
             self._calls.pop(request_id, None)
             self.tools.cancelled.discard(request_id)

@@ -68,6 +68,7 @@ class RelayTools:
             gateway.hooks,
             tool_timeout=gateway.policy.timeout or DEFAULT_TOOL_TIMEOUT,
             recorder=gateway.recorder,
+            approver=gateway.approvals,
         )
         self.listing = Listing()
         self.listing_task: asyncio.Future[None] | None = None

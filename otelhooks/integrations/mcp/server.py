@@ -44,8 +44,9 @@ from .gateway import (
     unknown_tool,
     upstream_of,
 )
+from .host_approval import HostAsk, declares_form, host_asking, host_label
 from .server_content import ContentHandlers
-from .server_hosts import HostMessages, connection_of
+from .server_hosts import HostMessages, connection_of, send
 from .session_trace import SessionTraces
 from .upstreams import (
     START_GRACE,
@@ -154,6 +155,7 @@ class SDKServer:
             profile,
             hooks=self.gateway.hooks,
             recorder=self.gateway.recorder,
+            approver=self.gateway.approvals,
             callbacks=Callbacks(
                 ask=self.hosts.ask,
                 logging=self.hosts.forward_log,
@@ -435,7 +437,22 @@ class SDKServer:
             except Exception:  # the host went away: the call goes on
                 logger.debug("progress not delivered to the host", exc_info=True)
 
-        with uset.route.serving(ctx.session, ctx.request_id), progress_to(forward_progress):
+        session, request_id = ctx.session, ctx.request_id
+
+        async def ask_host(request: Any, result_type: Any) -> Any:
+            return await send(session, request, result_type, request_id)
+
+        asking = HostAsk(  # a session of the 2026-07-28 era has no back-channel: the store
+            declares_form(getattr(session, "client_capabilities", None))
+            and getattr(session, "can_send_request", True) is not False,
+            ask_host,
+            host_label(caller),
+        )
+        with (
+            uset.route.serving(ctx.session, ctx.request_id),
+            progress_to(forward_progress),
+            host_asking(asking),
+        ):
             async with uset.using():
                 answer = await self.gateway.call_tool(
                     caller,

@@ -92,6 +92,11 @@ class ContentHandlers:
         still = any(uri in self.hosts.subscribed.get(s, set()) for s in self.hosts.hosts(uset))
         if not still:
             for server in self._owners(uset, uri):
+                why = self.gateway.cedar_refusal(caller, "resource", server.name, uri)
+                if why is not None:
+                    refused = Refused(RESOURCE_NOT_FOUND, f"Resource not found: {uri[:200]}")
+                    await self.gateway.refuse(caller, ctx.method, uri, refused, why, hook="cedar")
+                    raise refused
                 client = await server.client()
                 with contextlib.suppress(MCPError):
                     await client.unsubscribe_resource(uri)
@@ -163,6 +168,11 @@ class ContentHandlers:
         last: MCPError | None = None
         async with uset.using():
             for server in self._owners(uset, uri):
+                why = self.gateway.cedar_refusal(caller, "resource", server.name, uri)
+                if why is not None:
+                    refused = Refused(RESOURCE_NOT_FOUND, f"Resource not found: {uri[:200]}")
+                    await self.gateway.refuse(caller, ctx.method, uri, refused, why, hook="cedar")
+                    raise refused
                 client = await server.client()
                 try:
                     return self.gateway.scrub(await client.read_resource(uri, cache_mode="bypass"))
@@ -213,6 +223,10 @@ class ContentHandlers:
             await self._prompt_listing(uset)
             route = uset.routes.prompts.get(name)
         if route is None:
+            raise refused
+        why = self.gateway.cedar_refusal(caller, "prompt", route[0].name, route[1])
+        if why is not None:
+            await self.gateway.refuse(caller, ctx.method, name, refused, why, hook="cedar")
             raise refused
         return route
 
