@@ -156,12 +156,16 @@ class StdioRelay:
     # -- what the link hands over --------------------------------------------------------------
 
     def not_json(self, line: bytes) -> None:
+        """A line from the upstream that is not JSON: passed to the host as it came."""
         self._to_host(line)
 
     async def drain(self) -> None:
+        """Wait until the host's stream has taken what was written to it."""
         await self.writer.drain()
 
     def request_gone(self, request_id: Any, pending: Pending, text: str) -> None:
+        """Answer the host's pending request with a connection-closed error (its upstream went
+        away)."""
         self._answer_error(request_id, pending.span, mcp_types.CONNECTION_CLOSED, text)
 
     # -- from the host -----------------------------------------------------------------------
@@ -412,6 +416,9 @@ class StdioRelay:
     def upstream_message(
         self, upstream: UpstreamProcess, message: dict[str, Any], line: bytes
     ) -> Awaitable[None] | None:
+        """A message of the upstream's own (a request or notification, not an answer): roots are
+        answered from the configuration, the rest goes to this relay's host; returns what to await,
+        if anything."""
         method = message.get("method")
         if method == "roots/list" and "id" in message:
             self._server_asks_roots(message, upstream)

@@ -81,6 +81,7 @@ class RelayTools:
         await asyncio.shield(self.listing_task)
 
     def shown(self, name: str) -> bool:
+        """Whether the caller may see ``name``: its grant shows it and no pin holds it back."""
         grant = self.caller.grant
         assert grant is not None
         return self.gateway.shows_tool(grant, name) and not self.gateway.held_back(name, self.key)
@@ -142,6 +143,8 @@ class RelayTools:
         return out
 
     def make_tool(self, registered: str, listing: mcp_types.Tool) -> Any:
+        """The registry's tool for the upstream's ``listing``, registered as ``registered``: its
+        calls go to the upstream under the upstream's own name."""
         upstream = listing.name
 
         async def call(ctx: ToolContext, **arguments: Any) -> ToolOutput:

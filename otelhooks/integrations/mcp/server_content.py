@@ -28,9 +28,12 @@ MAX_PAGES: Final = 100
 class Sessions(Protocol):
     """Who calls, and the upstream set that serves them (the SDK server)."""
 
-    def caller(self, ctx: ServerRequestContext[Any]) -> Caller: ...
+    def caller(self, ctx: ServerRequestContext[Any]) -> Caller:
+        """Who made the request of ``ctx`` (authenticated, with its grant)."""
 
-    async def set_for(self, ctx: ServerRequestContext[Any], caller: Caller) -> UpstreamSet: ...
+    async def set_for(self, ctx: ServerRequestContext[Any], caller: Caller) -> UpstreamSet:
+        """The upstream set that serves ``caller`` in the session of ``ctx`` (started on first
+        use)."""
 
 
 class ContentHandlers:
@@ -66,6 +69,7 @@ class ContentHandlers:
     async def subscribe(
         self, ctx: ServerRequestContext[Any], params: mcp_types.SubscribeRequestParams
     ) -> mcp_types.EmptyResult:
+        """``resources/subscribe``: only for a URI the caller may read, on its own upstream set."""
         uri = str(params.uri)
         caller = await self._resource_allowed(ctx, uri)
         uset = await self.sessions.set_for(ctx, caller)
@@ -85,6 +89,7 @@ class ContentHandlers:
     async def unsubscribe(
         self, ctx: ServerRequestContext[Any], params: mcp_types.UnsubscribeRequestParams
     ) -> mcp_types.EmptyResult:
+        """``resources/unsubscribe``: only for a URI the caller may read, on its own upstreams."""
         uri = str(params.uri)
         caller = await self._resource_allowed(ctx, uri)
         uset = await self.sessions.set_for(ctx, caller)
@@ -105,6 +110,7 @@ class ContentHandlers:
     async def set_logging_level(
         self, ctx: ServerRequestContext[Any], params: mcp_types.SetLevelRequestParams
     ) -> mcp_types.EmptyResult:
+        """``logging/setLevel`` on the caller's own upstreams that offer logging."""
         uset = await self.sessions.set_for(ctx, self.sessions.caller(ctx))
         for server in uset.offering("logging"):
             client = await server.client()
@@ -122,6 +128,7 @@ class ContentHandlers:
     async def list_resources(
         self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
     ) -> mcp_types.ListResourcesResult:
+        """``resources/list``: the resources the caller may read (empty when it may read none)."""
         caller = self.sessions.caller(ctx)
         assert caller.grant is not None
         if not caller.grant.may("resources"):
@@ -141,6 +148,8 @@ class ContentHandlers:
     async def list_resource_templates(
         self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
     ) -> mcp_types.ListResourceTemplatesResult:
+        """``resources/templates/list``: the templates of what the caller may read (empty when
+        none)."""
         caller = self.sessions.caller(ctx)
         assert caller.grant is not None
         if not caller.grant.may("resources"):
@@ -162,6 +171,7 @@ class ContentHandlers:
     async def read_resource(
         self, ctx: ServerRequestContext[Any], params: mcp_types.ReadResourceRequestParams
     ) -> mcp_types.ReadResourceResult:
+        """``resources/read``: a URI the caller may read, from its own upstreams, redacted."""
         uri = str(params.uri)
         caller = await self._resource_allowed(ctx, uri)
         uset = await self.sessions.set_for(ctx, caller)
@@ -197,6 +207,7 @@ class ContentHandlers:
     async def list_prompts(
         self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
     ) -> mcp_types.ListPromptsResult:
+        """``prompts/list``: the prompts the caller may get (empty when none)."""
         caller = self.sessions.caller(ctx)
         assert caller.grant is not None
         if not caller.grant.may("prompts"):
@@ -233,6 +244,7 @@ class ContentHandlers:
     async def get_prompt(
         self, ctx: ServerRequestContext[Any], params: mcp_types.GetPromptRequestParams
     ) -> mcp_types.GetPromptResult:
+        """``prompts/get``: a prompt the caller may get, from its upstream, redacted."""
         server, name = await self._prompt_route(ctx, params.name)
         client = await server.client()
         return self.gateway.scrub(await client.get_prompt(name, params.arguments))
@@ -240,6 +252,8 @@ class ContentHandlers:
     async def complete(
         self, ctx: ServerRequestContext[Any], params: mcp_types.CompleteRequestParams
     ) -> mcp_types.CompleteResult:
+        """``completion/complete``: for a prompt or resource the caller may use, when completion is
+        allowed to it."""
         caller = self.sessions.caller(ctx)
         ref = params.ref
         argument = {"name": params.argument.name, "value": params.argument.value}

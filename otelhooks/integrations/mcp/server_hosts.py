@@ -47,6 +47,7 @@ class HostMessages:
         self.grants: weakref.WeakKeyDictionary[Any, Grant] = weakref.WeakKeyDictionary()
 
     async def tools_changed(self, uset: UpstreamSet, server: MCPServerTools) -> None:
+        """An upstream's tool list changed: review it against the pins and tell the set's hosts."""
         self.gateway.review(uset)
         await self.tell_hosts(uset, ToolsListChanged())
 
@@ -108,6 +109,7 @@ class HostMessages:
         return mcp_types.ListRootsResult(roots=chosen or configured)
 
     def hosts(self, uset: UpstreamSet) -> list[Any]:
+        """The host sessions that own ``uset`` (only they hear from its upstreams)."""
         return list(uset.hosts)
 
     async def tell_hosts(self, uset: UpstreamSet, event: ServerEvent) -> None:
@@ -133,6 +135,8 @@ class HostMessages:
                     await host.send_resource_updated(event.uri)
 
     async def forward_notification(self, uset: UpstreamSet, notification: Any) -> None:
+        """An upstream's notification (resource updated, a list changed, a log message) to the
+        hosts of ``uset`` only."""
         if isinstance(notification, mcp_types.ResourceUpdatedNotification):
             await self.tell_hosts(uset, ResourceUpdated(str(notification.params.uri)))
         elif isinstance(notification, mcp_types.ResourceListChangedNotification):
@@ -164,6 +168,8 @@ class HostMessages:
 
 
 async def send(session: Any, request: Any, result_type: Any, related: Any) -> Any:
+    """Send ``request`` to a host session, related to the host's request ``related`` when given;
+    the host's JSON-RPC error is returned as the answer, not raised."""
     metadata = ServerMessageMetadata(related_request_id=related) if related is not None else None
     try:
         return await session.send_request(request, result_type, metadata=metadata)
