@@ -353,13 +353,15 @@ class Evaluation:
     """Recall and false positives over every source, through the real pipeline.
 
     ``recall``: every placed secret of every source (tuning and held-out); ``harmless``: the
-    harmless texts by category, with ``held_out`` naming the held-out categories; ``kept``: for
-    each text, whether each channel carried it unchanged."""
+    harmless texts by category, with ``held_out`` naming the held-out categories and ``fresh``
+    those of the second held-out set (benchmarks/fresh_harmless.py); ``kept``: for each text,
+    whether each channel carried it unchanged."""
 
     recall: Recall
     harmless: dict[str, list[tuple[str, str]]]
     kept: dict[str, list[dict[str, bool]]]
     held_out: tuple[str, ...]
+    fresh: tuple[str, ...] = ()
 
     def recall_of(self, sources: tuple[str, ...]) -> Recall:
         """The outcomes of the secrets of ``sources``."""
@@ -393,11 +395,17 @@ class Evaluation:
 
 
 def evaluate(
-    tuning_corpus: Path | None, corpus: Path, *, stride: int = 1, redactor: Any = None
+    tuning_corpus: Path | None,
+    corpus: Path,
+    *,
+    stride: int = 1,
+    redactor: Any = None,
+    fresh_limit: int = 600,
 ) -> Evaluation:
     """Every secret of the held-out corpus and of the tuning one (gitleaks' samples, when given)
-    placed and run through the pipeline, and the harmless texts of both (``stride``: every n-th
-    sample and text only, for a quick look)."""
+    placed and run through the pipeline, and the harmless texts of both and of the second
+    held-out set (at most ``fresh_limit`` texts a source; 0: none). ``stride``: every n-th
+    sample and text only, for a quick look."""
     groups = [samples(corpus)[::stride]]
     if tuning_corpus is not None:
         groups.append(R.samples(tuning_corpus)[::stride])
@@ -405,9 +413,19 @@ def evaluate(
     # other sources are measured with it
     placed = [p for group in groups for i, s in enumerate(group) for p in R.place(s, i)]
     recall = R.Recall(R.run_channels(placed, redactor))
+    from benchmarks import fresh_harmless  # it reads this module's site-packages helpers
+
     held_out = harmless(corpus)
     texts = {f"held-out: {k}": v[::stride] for k, v in held_out.items()}
+    fresh = fresh_harmless.harmless(fresh_limit) if fresh_limit else {}
+    texts |= {f"fresh: {k}": v[::stride] for k, v in fresh.items()}
     if tuning_corpus is not None:
         texts |= {f"tuning: {k}": v[::stride] for k, v in R.harmless(tuning_corpus).items()}
     kept = {k: R.benign_channels(v, redactor) for k, v in texts.items()}
-    return Evaluation(recall, texts, kept, tuple(f"held-out: {k}" for k in held_out))
+    return Evaluation(
+        recall,
+        texts,
+        kept,
+        tuple(f"held-out: {k}" for k in held_out),
+        tuple(f"fresh: {k}" for k in fresh),
+    )

@@ -47,6 +47,7 @@ BENCHMARKS = (
     "fleet",
     "gateway",
     "hooks",
+    "cedar",
 )
 
 

@@ -58,6 +58,8 @@ for name in "${installs[@]}"; do
     started=$SECONDS rc=0
     PYTHON="$root/.venv/bin/python" bash "scripts/install-$name.sh" >"$work/$name.out" 2>"$work/$name.err" || rc=$?
     echo "install: $name $((SECONDS - started))" >>"$OTELHOOKS_TIMINGS"
+    # An install script is silent on stderr when it reuses the cache, and says what it builds.
+    [ ! -s "$work/$name.err" ] || echo "built: $name" >>"$OTELHOOKS_TIMINGS"
     echo "$rc" >"$work/$name.rc"
   ) &
 done
@@ -140,7 +142,10 @@ fi
 workers="${OTELHOOKS_PYTEST_WORKERS:-2}"
 xdist=()
 [ "$workers" = 0 ] || xdist=(-n "$workers" --dist loadfile)
-pytest_run() { .venv/bin/python -m pytest -q -p no:cacheprovider "${xdist[@]}" "$@"; }
+# --tb=native: Python 3.11's ast.parse can fail with "AST constructor recursion depth mismatch"
+# while pytest formats a failure its own way, and that ends the worker and the whole run; the
+# standard library's tracebacks never parse the source.
+pytest_run() { .venv/bin/python -m pytest -q -p no:cacheprovider --tb=native "${xdist[@]}" "$@"; }
 end_to_end="jaeger or fleet or ui"
 
 summary() {

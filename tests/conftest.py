@@ -17,6 +17,18 @@ from .suite_budgets import (  # the suites' time budgets, checked when the run e
 __all__ = ["pytest_configure", "pytest_runtest_logreport", "pytest_sessionfinish"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The state and data folders (the gateway's store, the fleet's state, the viewer's traces)
+    of this test process and what it starts are its own, never the user's: tests that pin,
+    approve or damage a store cannot reach another run's or a developer's."""
+    base = tmp_path_factory.mktemp("xdg")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_STATE_HOME", str(base / "state"))
+        patch.setenv("XDG_DATA_HOME", str(base / "data"))
+        yield
+
+
 @pytest.fixture
 def registry() -> ToolRegistry:
     reg = ToolRegistry()

@@ -238,3 +238,56 @@ async def opened_session(http: httpx.AsyncClient, url: str, token: str) -> dict[
     headers = {**MCP_HEADERS, "authorization": f"Bearer {token}"}
     opened = await http.post(url, json=INITIALIZE, headers=headers)
     return {**headers, "mcp-session-id": opened.headers["mcp-session-id"]}
+
+
+@dataclass
+class RelayHost:
+    """A host speaking raw JSON-RPC lines to a :class:`StdioRelay` run in the test's own event
+    loop (over socket pairs), so the test sees each line and the relay's spans."""
+
+    relay: Any
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+
+    def send(self, message: Any) -> None:
+        self.writer.write(json.dumps(message).encode() + b"\n")
+
+    async def answer(self, request_id: Any, timeout: float = 30) -> list[dict[str, Any]]:
+        """The lines up to the answer to ``request_id`` (that answer last)."""
+        seen = []
+        async with asyncio.timeout(timeout):
+            while True:
+                message = json.loads(await self.reader.readline())
+                seen.append(message)
+                if message.get("id") == request_id and "method" not in message:
+                    return seen
+
+    async def request(self, request_id: Any, method: str, params: Any = None) -> dict[str, Any]:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        return (await self.answer(request_id))[-1]
+
+
+@contextlib.asynccontextmanager
+async def relay_host(gateway: Any, config: Any) -> AsyncIterator[RelayHost]:
+    """``gateway``'s relay in front of ``config``'s server, driven by a :class:`RelayHost`."""
+    from otelhooks.integrations.mcp.relay import StdioRelay
+
+    kept = []  # stream ends kept alive (a writer collected closes its socket)
+    to_relay, to_host = socket.socketpair(), socket.socketpair()
+    host_writes = await asyncio.open_connection(sock=to_relay[0])
+    relay_reads = await asyncio.open_connection(sock=to_relay[1])
+    relay_writes = await asyncio.open_connection(sock=to_host[0])
+    host_reads = await asyncio.open_connection(sock=to_host[1])
+    kept += [host_writes, relay_reads, relay_writes, host_reads]
+    relay = StdioRelay(gateway, config, relay_reads[0], relay_writes[1])
+    running = asyncio.ensure_future(relay.run())
+    try:
+        yield RelayHost(relay, host_reads[0], host_writes[1])
+    finally:
+        host_writes[1].close()
+        await asyncio.wait_for(running, 30)
+        for _, writer in kept:
+            writer.close()

@@ -14,13 +14,13 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import mcp.types as types
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 RECORD = os.environ.get("FAULT_SERVER_RECORD")
 SECRET = "ghp_Zq8RkT2mWx9LpN4vB7cY1dF6hJ3sA5eG0uIo"
@@ -49,6 +49,12 @@ def echo(text: str) -> str:
     """Echo the text."""
     record("tool", name="echo", text=text)
     return text
+
+
+@server.tool()
+def routed(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+    """Answer with the region (its argument is mirrored into an ``Mcp-Param-Region`` header)."""
+    return region
 
 
 @server.tool()

@@ -26,7 +26,7 @@ def test_benchmark_script_runs_and_writes_json(tmp_path: Path) -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,  # a hang guard: the quick run takes a minute or two at rest
     )
     assert done.returncode == 0, done.stderr
     results = json.loads(out.read_text())
@@ -53,7 +53,7 @@ def test_benchmark_script_rejects_unknown_sections() -> None:
         [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--only", "nope"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
     )
     assert done.returncode == 2
     assert "unknown sections: nope" in done.stderr
@@ -81,7 +81,7 @@ def test_each_side_counted_under_callgrind_runs(side: str) -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
 
@@ -128,3 +128,34 @@ def test_the_gateway_benchmark_runs_otelhooks_sides(tmp_path: Path) -> None:
     assert set(results["latency"]) == {"direct", "floor", "otelhooks", "relay", "bare relay"}
     assert all(value > 0 for value in results["ratios"].values())
     assert all(f["calls_per_s"] > 0 for f in results["load"].values())
+
+
+def test_the_cedar_benchmark_runs_quick_and_reports_cache_and_sides(tmp_path: Path) -> None:
+    pytest.importorskip("cedarpy")
+    out = tmp_path / "results.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "run.py"),
+            "--quick",
+            "--only",
+            "cedar",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,  # a hang guard: the quick run takes a minute or two at rest
+    )
+    assert done.returncode == 0, done.stderr
+    cedar = json.loads(out.read_text())["cedar"]
+    sides = cedar["us_per_call"]
+    assert {
+        "otelhooks Cedar hook (cache)",
+        "otelhooks Cedar hook (no cache)",
+        "cedarpy.is_authorized, direct",
+        "Python deny-list hook",
+    } <= set(sides)
+    assert all(value > 0 for value in sides.values())
+    assert 0 < cedar["hit_rate"] < 1  # a count: the first sight of each set is a miss
+    assert "a Cedar decision per call, with the cache" in done.stdout

@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import httpx
 import mcp.types as mcp_types
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from otelhooks.integrations.mcp.auth import add_token
@@ -40,6 +40,7 @@ from .gateway_support import (
     gateway,
     host,
     opened_session,
+    relay_host,
     wait_for_port,
     wait_until,
 )
@@ -709,7 +710,6 @@ async def test_a_long_calls_progress_is_recorded_on_its_span_through_the_relay(
 
     from otelhooks.integrations.mcp.gateway import Gateway
     from otelhooks.integrations.mcp.policy import UpstreamConfig
-    from otelhooks.integrations.mcp.relay import StdioRelay
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -720,57 +720,22 @@ async def test_a_long_calls_progress_is_recorded_on_its_span_through_the_relay(
         [config],
         tracer_provider=provider,
     )
-    host_reader, host_writer, relay_reader, relay_writer = await _pipes()
-    relay = StdioRelay(gw, config, relay_reader, relay_writer)
-    running = asyncio.ensure_future(relay.run())
     try:
-        send = lambda m: host_writer.write(json.dumps(m).encode() + b"\n")  # noqa: E731
-        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE["params"]})
-        await _answer(host_reader, 1)
-        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        call = {"name": "slow_progress", "arguments": {"steps": 3}}
-        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-              "params": {**call, "_meta": {"progressToken": "p1"}}})  # fmt: skip
-        notes = await _answer(host_reader, 2)
+        async with relay_host(gw, config) as relay:
+            await relay.request(1, "initialize", INITIALIZE["params"])
+            relay.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            call = {"name": "slow_progress", "arguments": {"steps": 3}}
+            relay.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                        "params": {**call, "_meta": {"progressToken": "p1"}}})  # fmt: skip
+            notes = await relay.answer(2)
     finally:
-        host_writer.close()
-        await asyncio.wait_for(running, 30)
         await gw.close()
-        for _, writer in _KEPT:
-            writer.close()
-        _KEPT.clear()
     (span,) = [s for s in exporter.get_finished_spans() if s.name == "execute_tool slow_progress"]
     run = next(s for s in exporter.get_finished_spans() if s.name == "run" and s.parent and
                s.parent.span_id == span.context.span_id)  # fmt: skip
     events = [e for e in run.events if e.name == "otelhooks.tool.progress"]
     assert len(events) == 3
     assert sum(1 for n in notes if n.get("method") == "notifications/progress") == 3
-
-
-_KEPT: list[Any] = []  # stream ends kept alive (a writer collected closes its socket)
-
-
-async def _pipes() -> tuple[Any, Any, Any, Any]:
-    """(host reader, host writer, relay reader, relay writer): the host writes what the relay
-    reads, and reads what it writes, over two socket pairs."""
-    to_relay = socket.socketpair()
-    to_host = socket.socketpair()
-    host_writes = await asyncio.open_connection(sock=to_relay[0])
-    relay_reads = await asyncio.open_connection(sock=to_relay[1])
-    relay_writes = await asyncio.open_connection(sock=to_host[0])
-    host_reads = await asyncio.open_connection(sock=to_host[1])
-    _KEPT.extend([host_writes, relay_reads, relay_writes, host_reads])
-    return host_reads[0], host_writes[1], relay_reads[0], relay_writes[1]
-
-
-async def _answer(reader: Any, request_id: int) -> list[dict[str, Any]]:
-    seen = []
-    async with asyncio.timeout(30):
-        while True:
-            message = json.loads(await reader.readline())
-            seen.append(message)
-            if message.get("id") == request_id and "method" not in message:
-                return seen
 
 
 def test_the_guides_policies_start_with_one_upstream_or_several(tmp_path: Path) -> None:
@@ -921,3 +886,31 @@ async def test_no_bearer_token_reaches_an_upstream(team: Team, tmp_path: Path) -
         environments = [json.dumps(environ(p)) for p in pids]
     assert token not in record.read_text()
     assert all(token not in env for env in environments)
+
+
+async def test_a_calls_param_headers_are_checked_against_what_the_caller_is_shown(
+    team: Team, tmp_path: Path
+) -> None:
+    """The SDK checks a 2026-07-28 call's ``Mcp-Param-*`` headers against the tool's schema
+    before any middleware; the gateway hands it the schema from the caller's own listing
+    (not a listing per call). A header that disagrees with the body is refused, one that
+    agrees passes, and a tool the caller may not see stays unknown (no check names it)."""
+    policy = upstream("fault", fault_command()) + common(team) + rules("echo")
+
+    async def forge(request: httpx.Request) -> None:
+        if request.method == "POST" and b'"tools/call"' in request.content:
+            request.headers["mcp-param-region"] = "us"
+
+    async with gateway(policy, tmp_path) as gw:
+        async with host(gw.url, team.token("admin")) as admin:
+            assert text_of(await admin.call_tool("routed", {"region": "eu"})) == "eu"
+        for subject, expected in (("admin", "Mcp-Param-Region"), ("clock", "Unknown tool")):
+            headers = {"Authorization": f"Bearer {team.token(subject)}"}
+            async with (
+                httpx.AsyncClient(
+                    headers=headers, timeout=30, event_hooks={"request": [forge]}
+                ) as http,
+                Client(streamable_http_client(gw.url, http_client=http)) as forged,
+            ):
+                with pytest.raises(MCPError, match=expected):
+                    await forged.call_tool("routed", {"region": "eu"})

@@ -6,7 +6,9 @@ once; RFC 8785 through the ``rfc8785`` package; the gateway's own tokens redacte
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import mcp.types as mcp_types
+import pytest
 
 from .gateway_support import gateway, host
 from .mcp_support import fault_command
@@ -184,3 +187,36 @@ def test_the_gateways_own_tokens_are_redacted() -> None:
     for value in ({"note": f"created {token} for alice"}, f"echo: {token}", {"text": token}):
         clean, _ = Redactor().redact(value, "result")
         assert token not in json.dumps(clean) and "[REDACTED:otelhooks_token]" in json.dumps(clean)
+
+
+def test_a_damaged_store_holds_every_tool_back_and_says_which_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store file damaged under a running gateway (another program wrote over its pages)
+    trusts nothing: a tool reviewed again is held back with an error naming the file, and the
+    store raises StoreError, never SQLite's own errors (which would end the gateway)."""
+    import sqlite3
+
+    import mcp.types as t
+
+    from otelhooks.builtin.store import StoreError
+    from otelhooks.integrations.mcp.pinning import Pinning, PinStore
+
+    path = tmp_path / "gateway.sqlite3"
+    pins = PinStore(path)
+    tool = t.Tool(name="add", description="Adds numbers.", input_schema={"type": "object"})
+    first, owner = Pinning(pins), "host-a"
+    first.review("u@1", [("add", tool)], owner=owner)
+    assert not first.refused("add", owner)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = path.stat().st_size
+    with open(path, "r+b") as file:  # every page after the header's first 100 bytes
+        file.seek(100)
+        file.write(b"\x5a" * (size - 100))
+    with pytest.raises(StoreError, match=re.escape(str(path))):
+        pins.store.get_pin("u@1", "add")
+    again, other = Pinning(pins), "host-b"
+    again.review("u@1", [("add", tool)], owner=other)
+    assert again.refused("add", other)
+    assert any(str(path) in record.getMessage() for record in caplog.records)

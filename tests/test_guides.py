@@ -59,12 +59,7 @@ LISTEN_TIMEOUT = 120.0
 
 # Blocks that fail today only because of changes under way elsewhere: strict, so that each
 # flips (and must be removed from here) when its change lands. Keyed by the block's first command.
-PENDING = {
-    "otelhooks mcp proxy --policy policy.toml -- uvx mcp-server-git": (
-        "the MCP guide's proxy examples are rewritten with the gateway (the tool-naming rule, "
-        "and a one-line error for a missing uvx), with the policy files they name"
-    ),
-}
+PENDING: dict[str, str] = {}
 
 # What a block's output must show beyond success (by page and first command).
 EXPECTED = {

@@ -45,11 +45,14 @@ def RECORD_ENV(record: Path) -> dict[str, str]:
 
 
 def proxy_params(*args: str, env: dict[str, str] | None = None) -> StdioServerParameters:
-    """The proxy as a host launches it: ``python -m otelhooks mcp proxy ...`` over stdio."""
+    """The proxy as a host launches it: ``python -m otelhooks mcp proxy ...`` over stdio. The
+    SDK passes a host's process only a few variables: the test run's private state and data
+    folders (``conftest.private_state``) are named, so that its store is the run's own."""
+    state = {k: os.environ[k] for k in ("XDG_STATE_HOME", "XDG_DATA_HOME") if k in os.environ}
     return StdioServerParameters(
         command=sys.executable,
         args=["-m", "otelhooks", "mcp", "proxy", *args],
-        env={"OTEL_TRACES_EXPORTER": "none", **(env or {})},
+        env={"OTEL_TRACES_EXPORTER": "none", **state, **(env or {})},
         cwd=str(ROOT),
     )
 

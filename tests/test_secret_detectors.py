@@ -193,7 +193,14 @@ def test_a_redaction_already_in_the_text_is_never_redacted_again() -> None:
 def test_detectors_run_in_priority_order_and_the_families_are_named() -> None:
     detectors = Redactor().pipeline.detectors
     assert [d.priority for d in detectors] == sorted((d.priority for d in detectors), reverse=True)
-    assert {d.family for d in detectors} == {"format", "key_name", "structure", "nearby", "encoded"}
+    assert {d.family for d in detectors} == {
+        "format",
+        "key_name",
+        "structure",
+        "nearby",
+        "shape",
+        "encoded",
+    }
 
 
 # -- what the held-out measurement taught (general shapes, not samples) ---------------------------

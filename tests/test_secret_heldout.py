@@ -4,10 +4,14 @@ and harmless text from pinned artifacts, every secret and text through the real 
 redaction hook, span processor and structlog chain (benchmarks/heldout.py).
 
 The goals are at least 95% of the held-out secrets removed and at most 1% of the held-out
-harmless texts altered, in each channel. The second is met and asserted. The first is not (90%
-reached: benchmark 13 reports it as missed, with every miss); what is asserted is the floor
-reached, per channel and per source, so that no change can lose what was gained without a test
-saying so, and that every held-out sample of a known format is removed in every channel."""
+harmless texts altered, in each channel; the second is measured on two sets of harmless text,
+the first held-out set and a second one no rule was written against
+(benchmarks/fresh_harmless.py). The false-positive goal is met and asserted on both. The recall
+goal is met in the result (95.5%) and overall (95.1%), not in the spans and logs (94.9%: the
+call's id, which they carry and the result does not; benchmark 13 names every miss); what is
+asserted is the floor reached, per channel and per source, so that no change can lose what was
+gained without a test saying so, and that every held-out sample of a known format is removed in
+every channel."""
 
 from __future__ import annotations
 
@@ -22,8 +26,8 @@ from benchmarks import recall as R
 from .secret_corpus import require_corpus
 
 RECALL_GOAL = 0.95  # benchmark 13's goal, not met: see the module's documentation
-RECALL_FLOOR = 0.895  # reached in every channel (90.0-91.0% on 2026-12-07)
-SOURCE_FLOORS = {"trivy": 0.79, "secretlint": 0.935}  # reached: 80.6%, 94.4%
+RECALL_FLOOR = 0.945  # reached in every channel (94.9-95.5% on 2026-12-07, round 2)
+SOURCE_FLOORS = {"trivy": 0.83, "secretlint": 0.995}  # reached: 83.7%, 99.9%
 FALSE_POSITIVE_GOAL = 0.01
 
 
@@ -35,7 +39,7 @@ def corpus() -> Path:
 
 @pytest.fixture(scope="module")
 def evaluation(corpus: Path) -> H.Evaluation:
-    return H.evaluate(None, corpus)
+    return H.evaluate(None, corpus, fresh_limit=300)  # benchmark 13 measures twice as many
 
 
 def test_the_split_keeps_the_held_out_sources_apart(corpus: Path) -> None:
@@ -102,3 +106,15 @@ def test_each_held_out_source_on_its_own_keeps_its_floor(evaluation: H.Evaluatio
     for source in H.SPLIT["held-out"]:
         removed, placed = evaluation.recall_of((source,)).rate()
         assert placed and removed / placed >= SOURCE_FLOORS[source], (source, removed, placed)
+
+
+@pytest.mark.parametrize("channel", R.CHANNELS)
+def test_at_most_1_percent_of_the_fresh_harmless_text_is_altered(
+    evaluation: H.Evaluation, channel: str
+) -> None:
+    # the second held-out set: go.sum and Go source of pinned modules, the MCP servers' npm
+    # lock, twelve packages' source, package descriptions, public CA certificates
+    altered, total = evaluation.altered(evaluation.fresh)[channel]
+    examples = [e for c in evaluation.fresh for e in evaluation.examples(c, 2)]
+    assert total > 1500, evaluation.fresh
+    assert altered / total <= FALSE_POSITIVE_GOAL, (channel, altered, total, examples)

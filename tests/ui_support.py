@@ -58,7 +58,7 @@ class Browser:
             env=env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=600,
         )
         assert done.returncode == 0, done.stderr
         seen: dict[str, Any] = json.loads(done.stdout)
@@ -99,7 +99,7 @@ def project_spans(viewer_url: str, project: str) -> list[dict[str, Any]]:
 
 
 def wait_for_spans(
-    viewer_url: str, project: str, count: int, timeout: float = 30
+    viewer_url: str, project: str, count: int, timeout: float = 300
 ) -> list[dict[str, Any]]:
     """The project's spans once there are ``count`` of them (the viewer takes spans in in the
     background), or what there is after ``timeout`` seconds."""

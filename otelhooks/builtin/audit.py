@@ -64,6 +64,7 @@ from typing import Any, Final
 from opentelemetry import trace
 
 from ..core import digest as canonical
+from ..core.approvals import ApprovalOutcome
 from ..core.hooks import ToolCallRecord
 
 logger = logging.getLogger("otelhooks.audit")
@@ -335,8 +336,16 @@ class AuditLog:
             "trace_id": trace.format_trace_id(span.trace_id) if span.is_valid else None,
             "span_id": trace.format_span_id(span.span_id) if span.is_valid else None,
         }
-        if self.fields is not None:
-            entry.update(self.fields(record))
+        if record.verdict is not None:
+            entry["verdict"] = record.verdict
+        if record.policies:
+            entry["policies"] = list(record.policies)
+        extra = self.fields(record) if self.fields is not None else None
+        if extra is not None:
+            entry.update(extra)
+        approval = record.approval
+        if approval is not None:  # its own line, before the call's
+            self.append("approval", approval_entry(record, approval, entry, extra))
         self.append("tool_call", entry)
 
     def append(self, event: str, fields: Mapping[str, Any]) -> int:
@@ -427,10 +436,44 @@ def _sync_directory(folder: Path) -> None:
             os.close(fd)
 
 
+def approval_entry(
+    record: ToolCallRecord,
+    approval: ApprovalOutcome,
+    call: Mapping[str, Any],
+    extra: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The line of an approval decision: which call (tool, call id, the audit's digest of its
+    arguments and the approval's own keyed digest they were bound to), the answer, who gave it,
+    how, when the call waited, the approval used, the policies that asked, and the caller's
+    fields (at the gateway: who asked)."""
+    entry: dict[str, Any] = {
+        "tool": record.tool_name,
+        "call_id": record.tool_call.id,
+        "arguments": call["arguments"],
+        "approval_digest": approval.digest,
+        "request": approval.request_id,
+        "answer": approval.answer,
+        "by": approval.by,
+        "how": approval.how,
+        "approval": approval.grant,
+        "wait_ms": round(approval.wait_ms, 3),
+        "reason": approval.reason or None,
+        "verdict": record.verdict,
+        "policies": list(record.policies),
+        "trace_id": call["trace_id"],
+        "span_id": call["span_id"],
+    }
+    if extra is not None:
+        entry.update(extra)
+    return entry
+
+
 def outcome_of(record: ToolCallRecord) -> str:
-    """``ok``, ``blocked``, ``skipped`` or ``error``."""
+    """``ok``, ``blocked``, ``deferred``, ``skipped`` or ``error``."""
     if record.decision == "block":
         return "blocked"
+    if record.decision == "defer":
+        return "deferred"
     if record.decision == "skip":
         return "skipped"
     return "error" if record.result.is_error else "ok"

@@ -33,6 +33,7 @@ from .secret_keys import DIGEST, ValueSpan, is_placeholder, looks_random, public
 REACH: Final = 48  # characters between the end of the word and the start of the token
 _AROUND: Final = 512  # how far a line is read on either side of a word
 _MAX_TOKENS: Final = 6
+_MAX_MESSAGE_TOKENS: Final = 24  # in an authentication error's message
 
 STRONG: Final = 2
 WEAK: Final = 1
@@ -369,6 +370,34 @@ _TOKEN: Final = re.compile(r"[^\s\"'`<>()\[\]{},;\\]+")
 _TRAIL: Final = ".:!?=,"
 _EXPANSION: Final = re.compile(r"\$[A-Za-z_{(]")  # a shell variable or command, not a value
 _WORD_END: Final = re.compile(r"[a-z0-9]*")
+_ERRORS: Final = ("error", "exception", "failure")
+# A base64 body wrapped over lines (a key's body in PEM or in a JSON string: ``\\n`` between its
+# lines): the next line of it, after the break.
+_B64_LINE: Final = re.compile(r"[A-Za-z0-9+/]{40,}={0,2}")
+_WRAPPED: Final = re.compile(r"[ \t]*\r?\n[ \t]*([A-Za-z0-9+/]{16,}={0,2})(?![^\s\"'`])")
+
+
+_LINE_BREAKS: Final = re.compile(r"(?:\\[rn]|\s)+")
+_B64_BODY: Final = re.compile(r"[A-Za-z0-9+/]{32,}={0,2}")
+
+
+def unwrapped(text: str) -> str:
+    """``text`` without its line breaks (escaped or not) when it is a base64 body wrapped over
+    lines, else ``text``: what is judged is the body, not its lines."""
+    if "\n" not in text and "\\n" not in text:
+        return text
+    joined = _LINE_BREAKS.sub("", text)
+    return joined if _B64_BODY.fullmatch(joined) is not None else text
+
+
+def wrapped_end(text: str, start: int, end: int) -> int:
+    """Where a base64 body that starts at ``start`` and breaks at ``end`` ends, over the lines
+    it is wrapped on (``end`` when ``text[start:end]`` is no full line of base64)."""
+    if _B64_LINE.fullmatch(text, start, end) is None:
+        return end
+    while (more := _WRAPPED.match(text, end)) is not None:
+        end = more.end(1)
+    return end
 
 
 def qualifies(token: str, strength: int, password: bool = False) -> bool:
@@ -454,27 +483,33 @@ def proximity_spans(
         line_end = text.find("\n", pos, pos + _AROUND)
         if line_end < 0:
             line_end = min(len(text), pos + _AROUND)
-        stop = min(pos + REACH, line_end)
+        # an authentication error's message is about a credential: the evidence of its name
+        # (``DatabaseAuthError: the API rejected '...'``) reaches over the whole message
+        error = text.startswith(":", pos) and lowered.endswith(_ERRORS, start, pos)
+        stop = line_end if error else min(pos + REACH, line_end)
+        most = _MAX_MESSAGE_TOKENS if error else _MAX_TOKENS
         line_start = max(lowered.rfind("\n", max(0, start - _AROUND), start) + 1, start - _AROUND)
         digest: bool | None = None  # whether the line speaks of a commit, a hash, an id
         seen = 0
         for match in _TOKEN.finditer(text, pos, line_end):
-            if match.start() > stop or seen >= _MAX_TOKENS:
+            if match.start() > stop or seen >= most:
                 break
             seen += 1
             token_start, token = match.start(), match.group()
             stripped = token.lstrip("_-.:=/#$@").rstrip(_TRAIL)
             token_start += len(token) - len(token.lstrip("_-.:=/#$@"))
-            if token_start <= done or not qualifies(stripped, strength, password):
+            # past the usual reach (in an error's message) the evidence is weak
+            here = strength if match.start() <= pos + REACH else WEAK
+            if token_start <= done or not qualifies(stripped, here, password):
                 continue
             if is_placeholder(token.rstrip(_TRAIL)) or _EXPANSION.match(token):
                 continue  # $PASSWORD, %TestSourcePassword%, ${VAR}, $API_URL/$PATH
-            if strength < STRONG:
+            if here < STRONG:
                 if digest is None:
                     digest = _DIGEST_WORDS.search(lowered, max(line_start, 0), line_end) is not None
                 if digest:
                     break  # a service's name near a commit, a hash or an id: no evidence
-            end = token_start + len(stripped)
+            end = wrapped_end(text, token_start, token_start + len(stripped))
             if stripped.count("=") == 1 and not stripped.endswith("="):
                 token_start += stripped.index("=") + 1  # NAME=value: the value alone
             done = end

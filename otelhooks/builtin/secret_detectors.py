@@ -53,6 +53,7 @@ from .secret_keys import (
     public_tail,
 )
 from .secret_rules import SecretPattern, negatives_of, samples_of, trie_regex
+from .secret_shapes import PASSWORD_GATE, SHORTEST, labelled_public, shape_spans
 
 __all__ = [
     "DataUrlDetector",
@@ -67,6 +68,7 @@ __all__ = [
     "MappingView",
     "NearbyEvidenceDetector",
     "Pipeline",
+    "ShapeDetector",
     "TextView",
     "merge",
     "pipeline_of",
@@ -354,7 +356,15 @@ class Pipeline:
             hits = self.hits_of(index, found)
             if hits or detector.always:
                 view.findings.extend(detector.find(view, hits))
-        return merge(text, view.findings) if view.findings else []
+        if not view.findings:
+            return []
+        # a base64 body found on one line goes on over the lines it is wrapped on
+        return [
+            f
+            if (end := near.wrapped_end(view.work, f.start, f.end)) == f.end
+            else Finding(f.start, end, f.kind, f.detector, f.priority, f.yields)
+            for f in merge(text, view.findings)
+        ]
 
     def gate_hits(self, view: TextView) -> dict[str, list[int]]:
         """Where the gate finds each of its words in ``view.lowered``."""
@@ -896,7 +906,9 @@ class NearbyEvidenceDetector(Detector):
         ]
 
     def judge_unfound(self, field: Field, text: str) -> str | None:
-        """secret when the evidence of the mapping vouches for the text."""
+        """secret when the evidence of the mapping vouches for the text (a base64 body
+        wrapped over lines judged as one)."""
+        text = near.unwrapped(text)
         if len(text) < 8:
             return None
         if text is field.value and type(field.key) is str and public_tail(field.key):
@@ -908,7 +920,7 @@ class NearbyEvidenceDetector(Detector):
 
     def may_judge_unfound(self, text: str) -> bool:
         """Only a text that the strongest evidence would make a secret."""
-        return near.qualifies(text, near.STRONG)
+        return near.qualifies(near.unwrapped(text), near.STRONG)
 
     def evidence(self, where: MappingView) -> int:
         """The evidence a mapping gives its values and keys: its own, or the mapping's it is
@@ -957,6 +969,57 @@ class NearbyEvidenceDetector(Detector):
             strength = min(near.proximity_strength(text), near.STRONG)
         bounded_put(cache, text, strength)
         return strength
+
+
+# -- shapes --------------------------------------------------------------------------------------
+
+
+class ShapeDetector(Detector):
+    """Secrets known by their shape alone (:mod:`.secret_shapes`): a vendor-prefixed token, a
+    generated password. Tried in the text's long tokens that hold an underscore, a hyphen, a
+    ``%`` or a password symbol."""
+
+    name = "shape"
+    family = "shape"
+    priority = 40
+    always = True  # joins what others found in the same run: a part left over is a leak
+
+    def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
+        """The runs of a secret's shape in the text's tokens that may hold one: those of
+        :data:`SHORTEST` characters or more (where the text has a ``_`` or a ``-``), and those
+        around a password symbol (found by position: most texts have none)."""
+        work = view.work
+        found: list[Finding] = []
+        tried: set[int] = set()
+        if "_" in work or "-" in work:
+            cursor = 0
+            long = [t for t in view.long_tokens if len(t) >= SHORTEST and ("_" in t or "-" in t)]
+            for token in long:
+                at = work.find(token, cursor)
+                cursor = at + len(token)
+                tried.add(at)
+                self._add(found, work, at, token)
+        for symbol in PASSWORD_GATE:
+            at = work.find(symbol)
+            while at >= 0:
+                start = max(work.rfind(c, 0, at) for c in _SPACES) + 1
+                run = _NON_SPACE.match(work, start)
+                if run is not None and start not in tried and len(run.group()) >= LONG:
+                    tried.add(start)
+                    self._add(found, work, start, run.group())
+                at = work.find(symbol, run.end() if run is not None else at + 1)
+        return found
+
+    def _add(self, found: list[Finding], work: str, at: int, token: str) -> None:
+        found.extend(
+            self.finding(at + a, at + b, "secret")
+            for a, b in shape_spans(token)
+            if not labelled_public(work[max(0, at + a - 80) : at + a])
+        )
+
+
+_SPACES: Final = (" ", "\n", "\t", "\r")
+_NON_SPACE: Final = re.compile(r"\S+")
 
 
 # -- identifiers the model chose -----------------------------------------------------------------
@@ -1014,6 +1077,7 @@ def _default_detectors(patterns: tuple[SecretPattern, ...]) -> tuple[Detector, .
         DerPrivateKeyDetector(),
         DataUrlDetector(),
         NearbyEvidenceDetector(),
+        ShapeDetector(),
         EncodedBlobDetector(),
     )
 

@@ -58,6 +58,9 @@ KEY_WORDS: Final = (
     "cvc",
     "card",
     "conn",
+    "dockercfg",
+    "dockerconfig",
+    "private",
 )  # every credential name contains one of these (``api_key`` has ``key``)
 
 # The last segment(s) of a normalised key name that make it a credential name, with the kind
@@ -92,6 +95,7 @@ _add(
     "secrets",
     "client_secret",
     "secret_key",
+    "sec_key",
     "secret_key_base",
     "app_secret",
     "consumer_secret",
@@ -180,6 +184,8 @@ _add(
     "master_password",
 )
 _add("credentials", "credential", "credentials", "creds", "cred")
+# a Kubernetes Secret's registry credentials (kubernetes.io/dockerconfigjson, dockercfg)
+_add("credentials", "dockerconfigjson", "dockercfg")
 _add(
     "auth",
     "auth",
@@ -717,6 +723,8 @@ def _value_after(text: str, kstart: int, kend: int, raw: str) -> tuple[int, int,
         if value is not None and raw.startswith("--"):
             return value.start(), value.end(), False, False
         return None
+    if kend < len(text) and text[kend] in " \t" and _DOCKER_ENV.search(text, 0, kstart):
+        return _docker_env_value(text, kend)  # Dockerfile: ENV NAME value
     match = _OPERATOR.match(text, kend)
     if match is None:
         return None
@@ -744,6 +752,23 @@ def _value_after(text: str, kstart: int, kend: int, raw: str) -> tuple[int, int,
         return None
     spaced = pos > kend + 1 and text[pos - 1] in " \t"
     return unquoted.start(), unquoted.end(), spaced and op not in (",", "("), loose
+
+
+# A Dockerfile's ``ENV`` before a key (``ENV NAME value``; also in an image's history).
+_DOCKER_ENV: Final = re.compile(r"(?:^|[\"']|#\(nop\))[ \t]*ENV[ \t]+\Z", re.MULTILINE)
+
+
+def _docker_env_value(text: str, kend: int) -> tuple[int, int, bool, bool] | None:
+    """The value of ``ENV NAME value``: quoted, or up to the end of the line."""
+    pos = kend
+    while pos < len(text) and text[pos] in " \t":
+        pos += 1
+    quoted = _QUOTED.match(text, pos)
+    if quoted is not None:
+        group = next(g for g in ("e", "d", "s", "b") if quoted.group(g) is not None)
+        return quoted.start(group), quoted.end(group), False, False
+    value = _UNQUOTED.match(text, pos)
+    return (value.start(), value.end(), False, False) if value is not None else None
 
 
 def _yaml_block(text: str, start: int) -> tuple[int, int, bool, bool] | None:

@@ -477,8 +477,8 @@ PATTERNS: tuple[SecretPattern, ...] = (
     _prefixed(
         "databricks_token",
         "dapi",
-        r"[a-f0-9]{32}(?:-\d)?",
-        samples=("dapi{h32}",),
+        r"[a-fA-F0-9]{32}(?:-\d)?",  # hex, written in either case
+        samples=("dapi{h32}", "dapi0A1b2C3d4E5f6A7b8C9d0E1f2A3b4C5d"),
         negatives=("dapi is the prefix",),
     ),
     _p(

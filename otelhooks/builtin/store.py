@@ -235,19 +235,29 @@ class SQLiteStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken at once (``BEGIN IMMEDIATE``: no deadlock between two
         writers that first read); a change in it calls :func:`_bump`."""
-        with self._lock:
+        with self._lock, self._damage():
             db = self._db
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
 
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
+        with self._lock, self._damage():
             return list(self._db.execute(sql, args).fetchall())
+
+    @contextlib.contextmanager
+    def _damage(self) -> Iterator[None]:
+        """SQLite's errors (a damaged or truncated file, a full disk) as :class:`StoreError`
+        naming the file, which every caller treats as "nothing trusted" (fail closed)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: the store cannot be used: {exc}") from exc
 
     def revision(self) -> int:
         """See :meth:`Store.revision`."""
@@ -452,9 +462,11 @@ def _create_private(path: Path) -> None:
     file readable by others is made private (SQLite gives its journals the file's mode)."""
     if not path.parent.exists():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    # Never open and close a descriptor of an existing store: closing any descriptor of a file
+    # drops every POSIX lock this process holds on it, those of its open connections included
+    # (SQLite then reads a store another connection is writing: "disk I/O error").
     try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        if os.stat(path).st_mode & 0o077:
+            os.chmod(path, 0o600)

@@ -1,5 +1,5 @@
 """The ``otelhooks`` command: one module per subcommand (``demo``, ``traces``, ``mcp``, ``ui``,
-``fleet``).
+``fleet``, ``approvals``).
 
 Each subcommand module has ``add_parser(subparsers)`` and ``run(args) -> int``. A subcommand
 whose optional dependencies are missing says, in one line on stderr, what to install, and exits
@@ -14,7 +14,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMANDS = ("demo", "traces", "mcp", "ui", "fleet")
+COMMANDS = ("demo", "traces", "mcp", "ui", "fleet", "approvals")
 
 # Optional imports and the extra that brings each.
 EXTRAS = {

@@ -31,12 +31,13 @@ if TYPE_CHECKING:
     from ..core.loop import RunResult
     from .transcript import Output, Transcript
 
-CASE_CHOICES = ("allowed", "blocked", "parallel", "redaction", "mcp", "all")
+CASE_CHOICES = ("allowed", "blocked", "parallel", "redaction", "mcp", "approval", "all")
 CASE_HELP = (
     "allowed: a tool runs and an after-hook checks its result; blocked: a before-hook stops a "
     "tool (it never runs); parallel: three tools at once; redaction: a secret in a result is "
-    "redacted; mcp: mcp-server-time's tools (needs the mcp extra and mcp-server-time); all: "
-    "every case but mcp (the default)"
+    "redacted; mcp: mcp-server-time's tools (needs the mcp extra and mcp-server-time); "
+    "approval: two transfers ask for approval, a scripted approver approves one and refuses "
+    "the other; all: every case but mcp and approval (the default)"
 )
 DEMO_SERVICE_NAME = "otelhooks-demo"
 DEMO_EXPORT_TIMEOUT_S = 1.0

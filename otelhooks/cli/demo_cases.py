@@ -5,7 +5,9 @@ Cases: ``allowed`` (echo of ``hi``; the after-hook rewrites it to ``checked: hi`
 (three tool calls run concurrently), ``redaction`` (a tool returns an environment listing with a
 fake API key; the model, the log and the spans see it redacted). ``all`` runs them in turn.
 ``mcp`` (not part of ``all``: it needs the ``mcp`` extra) runs the tools of the real
-``mcp-server-time`` through the same boundary.
+``mcp-server-time`` through the same boundary. ``approval`` (not part of ``all``) asks before two
+transfers: a scripted approver approves the first and refuses the second, and the span trees and
+the transcript show who answered and how.
 """
 
 from __future__ import annotations
@@ -17,7 +19,16 @@ from typing import Any
 from opentelemetry.trace import TracerProvider
 
 from ..builtin import RedactionHook, Redactor, StructlogEvents
-from ..core.hooks import AfterToolCallContext, BeforeDecision, BeforeToolCallContext, Hooks, block
+from ..builtin.approvers import ScriptedApprover
+from ..core.approvals import ApprovalDecision, ApprovalRequest
+from ..core.hooks import (
+    AfterToolCallContext,
+    BeforeDecision,
+    BeforeToolCallContext,
+    Hooks,
+    ask,
+    block,
+)
 from ..core.loop import Agent
 from ..core.messages import AssistantMessage, ToolCall
 from ..core.tools import ToolRegistry
@@ -35,6 +46,7 @@ class DemoCase:
     name: str
     prompt: str
     calls: tuple[ToolCall, ...]
+    answers: tuple[str, ...] = ()  # the scripted approver's answers, in order
 
 
 DEMO_CASES = {
@@ -56,7 +68,17 @@ DEMO_CASES = {
     "redaction": DemoCase(
         "redaction", "Show me the environment", (ToolCall("call_1", "environment", {}),)
     ),
+    "approval": DemoCase(
+        "approval",
+        "Pay the two invoices",
+        (
+            ToolCall("call_1", "transfer", {"to": "ACME Ltd", "amount": 120}),
+            ToolCall("call_2", "transfer", {"to": "unknown-account-7", "amount": 9000}),
+        ),
+        ("approve", "deny"),
+    ),
 }
+APPROVAL_POLICY = "demo.transfers-need-a-person"
 
 
 def demo_tools() -> ToolRegistry:
@@ -86,6 +108,11 @@ def demo_tools() -> ToolRegistry:
         return f"12:00 {zone}"
 
     @registry.tool
+    def transfer(to: str, amount: int) -> str:
+        """Transfer an amount to an account (asks for approval first)."""
+        return f"transferred {amount} to {to}"
+
+    @registry.tool
     def environment() -> str:
         """List the process environment."""
         return f"HOME=/home/demo\nOPENAI_API_KEY={FAKE_API_KEY}\nLANG=C.UTF-8"
@@ -106,6 +133,9 @@ class SeedHooks:
         if ctx.tool_call.name == "dangerous":
             self.transcript.note(f"block: {ctx.tool_call.name}", decision="block")
             return block(BLOCK_REASON)
+        if ctx.tool_call.name == "transfer":
+            self.transcript.note(f"ask: {ctx.tool_call.name}", decision="ask")
+            return ask("transfers need a person's approval", policies=[APPROVAL_POLICY])
         self.transcript.note(f"allow: {ctx.tool_call.name}", decision="allow")
         return None
 
@@ -134,6 +164,9 @@ def demo_agent(
     )
     agent = Agent(
         provider,
+        approver=_TellingApprover(ScriptedApprover(case.answers), transcript)
+        if case.answers
+        else None,
         tools=tools if tools is not None else demo_tools(),
         hooks=hooks,
         scrubber=redactor,
@@ -144,3 +177,19 @@ def demo_agent(
     )
     agent.subscribe(transcript)
     return agent
+
+
+class _TellingApprover:
+    """The scripted approver, its question and answer written to the transcript."""
+
+    def __init__(self, script: ScriptedApprover, transcript: Transcript) -> None:
+        self.script = script
+        self.transcript = transcript
+
+    async def __call__(self, request: ApprovalRequest) -> ApprovalDecision:
+        args = ", ".join(f"{k}={v!r}" for k, v in request.arguments.items())
+        self.transcript.note(f"[approver] asked: {request.tool}({args})", request=request.id)
+        decision = await self.script(request)
+        kind = type(decision).__name__.lower()
+        self.transcript.note(f"[approver] {kind} by {decision.by} ({decision.how})", answer=kind)
+        return decision

@@ -15,13 +15,25 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from .approvals import (
+        DEFAULT_APPROVAL_TTL,
+        ApprovalDecision,
+        ApprovalOutcome,
+        ApprovalRequest,
+        ApprovalSettings,
+        Approve,
+        Approver,
+        ApproveWithEdit,
+        CallIdentity,
+        Deny,
+    )
     from .cancel import *
     from .events import *
     from .execute import *
     from .hooks import *
     from .loop import *
     from .messages import *
-    from .outcome import Allowed, Ended, Prepared
+    from .outcome import Allowed, Deferred, Ended, Prepared
     from .provider import *
     from .scrub import NO_SCRUBBING, Scrubber
     from .tool_span import ToolCallRecorder
@@ -31,6 +43,10 @@ __getattr__, __dir__ = lazy_names(
     __name__,
     globals(),
     {
+        "approvals": (
+            "DEFAULT_APPROVAL_TTL ApprovalDecision ApprovalOutcome ApprovalRequest "
+            "ApprovalSettings Approve ApproveWithEdit Approver CallIdentity Deny"
+        ),
         "cancel": "CancelSignal",
         "events": (
             "AgentEnd AgentEvent AgentStart MessageEnd MessageStart TextDelta ToolCallRequested "
@@ -40,12 +56,12 @@ __getattr__, __dir__ = lazy_names(
         "execute": "DEFAULT_TOOL_TIMEOUT ToolExecutor",
         "hooks": (
             "FAIL_CLOSED FAIL_OPEN KEEP AfterOverride AfterToolCallContext BeforeDecision "
-            "BeforeToolCallContext HookChain Hooks RegisteredHook ToolCallRecord ToolCheckError "
-            "ToolCheckWarning ToolHook UnmatchedToolPattern UnmatchedToolPatternError allow "
-            "block rewrite"
+            "BeforeAction BeforeToolCallContext HookChain Hooks RegisteredHook ToolCallRecord "
+            "ToolCheckError ToolCheckWarning ToolHook UnmatchedToolPattern "
+            "UnmatchedToolPatternError allow ask block defer rewrite"
         ),
         "loop": "Agent AgentConfig AgentStateError RunResult",
-        "outcome": "Allowed Ended Prepared",
+        "outcome": "Allowed Deferred Ended Prepared",
         "messages": (
             "AgentContext AgentMessage AssistantMessage CustomMessage MediaContent Message "
             "ThinkingBlock ToolCall ToolResult ToolSpec Usage UserMessage"
@@ -61,6 +77,7 @@ __getattr__, __dir__ = lazy_names(
 )
 
 __all__ = [
+    "DEFAULT_APPROVAL_TTL",
     "DEFAULT_TOOL_TIMEOUT",
     "FAIL_CLOSED",
     "FAIL_OPEN",
@@ -78,11 +95,22 @@ __all__ = [
     "AgentStart",
     "AgentStateError",
     "Allowed",
+    "ApprovalDecision",
+    "ApprovalOutcome",
+    "ApprovalRequest",
+    "ApprovalSettings",
+    "Approve",
+    "ApproveWithEdit",
+    "Approver",
     "AssistantMessage",
+    "BeforeAction",
     "BeforeDecision",
     "BeforeToolCallContext",
+    "CallIdentity",
     "CancelSignal",
     "CustomMessage",
+    "Deferred",
+    "Deny",
     "Done",
     "Ended",
     "HookChain",
@@ -132,7 +160,9 @@ __all__ = [
     "Usage",
     "UserMessage",
     "allow",
+    "ask",
     "block",
+    "defer",
     "make_tool",
     "rewrite",
 ]

@@ -4,8 +4,12 @@ handled by its policy, and a record of every hook's part for the trace.
 Contracts
 ---------
 * :func:`run_before_chain` runs the before-hooks in order and returns a verdict: :class:`Let`
-  (go on, with the final arguments), :class:`Blocked` or :class:`Interrupted` (the run's signal
-  stopped a hook). The first block (or a fail-closed failure) ends the chain; a rewrite is
+  (go on, with the final arguments), :class:`Asked` (go on only if approved), :class:`Held`
+  (end the run with the call pending), :class:`Blocked` or :class:`Interrupted` (the run's
+  signal stopped a hook). The first block (or a fail-closed failure) ends the chain; asks and
+  defers are collected and the chain goes on, so the precedence is block > defer > ask >
+  allow (a hook that runs again on rewritten arguments answers again: its last answer counts).
+  A rewrite is
   validated again before the next hook sees it; after a rewrite, the hooks before the rewriting
   one run again on the final arguments (``recheck``), so every hook that let the call through
   saw what the handler gets.
@@ -24,9 +28,9 @@ import copy
 import inspect
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, Final, NamedTuple, TypeAlias
+from typing import Any, Final, Literal, NamedTuple, TypeAlias
 
 from ..telemetry.attributes import ERR_HOOK_FAILED, ERR_HOOK_TIMEOUT, ERR_INVALID_ARGUMENTS
 from .cancel import CancelSignal, cancelled_by
@@ -63,7 +67,7 @@ class HookRun(NamedTuple):
     """One hook's part in a chain, for the trace: its decision and how long it took."""
 
     hook: str
-    decision: str  # allow | block | rewrite | keep | override | failed | timeout
+    decision: str  # allow | block | ask | defer | rewrite | keep | override | failed | timeout
     duration_ms: float
     failure: HookFailure | None = None
     recheck: bool = False  # it ran again on arguments a later hook rewrote
@@ -78,8 +82,42 @@ class Let(NamedTuple):
     runs: tuple[HookRun, ...]
 
 
-class Blocked(NamedTuple):
-    """A before-hook blocked the call (or failed closed: ``failure``)."""
+@dataclass(frozen=True, slots=True)
+class HookRequest:
+    """One before-hook's ask or defer: its reason and the policies that decided."""
+
+    hook: str
+    action: Literal["ask", "defer"]
+    reason: str
+    policies: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Requested:
+    """The before-hooks would let the call through with ``args``, once a person decides:
+    ``requests`` are their asks and defers (in hook order)."""
+
+    args: Mapping[str, Any]
+    rewritten: bool
+    deciding_hook: str | None
+    requests: tuple[HookRequest, ...]
+    runs: tuple[HookRun, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Asked(_Requested):
+    """Hooks asked (none deferred, none blocked): the call runs only if an approver approves."""
+
+
+@dataclass(frozen=True, slots=True)
+class Held(_Requested):
+    """A hook deferred the call (none blocked): the run ends with it pending."""
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """A before-hook blocked the call (or failed closed: ``failure``); ``policies`` name the
+    policies that decided."""
 
     args: Mapping[str, Any]
     rewritten: bool
@@ -88,6 +126,7 @@ class Blocked(NamedTuple):
     terminate: bool
     failure: HookFailure | None
     runs: tuple[HookRun, ...]
+    policies: tuple[str, ...] = ()
 
 
 class Interrupted(NamedTuple):
@@ -98,7 +137,7 @@ class Interrupted(NamedTuple):
     runs: tuple[HookRun, ...]
 
 
-BeforeVerdict: TypeAlias = Let | Blocked | Interrupted
+BeforeVerdict: TypeAlias = Let | Asked | Held | Blocked | Interrupted
 
 
 class AfterVerdict(NamedTuple):
@@ -207,8 +246,8 @@ def _answer(
     value: Any,
     revalidate: Callable[[Mapping[str, Any]], Mapping[str, Any]],
 ) -> BeforeDecision | Mapping[str, Any] | None:
-    """A before-hook's return ``value`` as its answer: ``None`` (allow), a block, or the
-    rewritten arguments (validated). Raises :class:`HookFailure` for its faults."""
+    """A before-hook's return ``value`` as its answer: ``None`` (allow), a block, an ask, a
+    defer, or the rewritten arguments (validated). Raises :class:`HookFailure` for its faults."""
     if value is None:
         return None
     if not isinstance(value, BeforeDecision):
@@ -216,10 +255,11 @@ def _answer(
             hook.name,
             ERR_HOOK_FAILED,
             f"hook {hook.name!r} returned {type(value).__name__}; "
-            "expected allow(), block(reason), rewrite(arguments) or None",
+            "expected allow(), block(reason), rewrite(arguments), ask(reason), defer(reason) "
+            "or None",
             None,
         )
-    if value.block:
+    if value.action != "allow":
         return value
     if value.arguments is None:
         return None
@@ -249,6 +289,7 @@ async def run_before_chain(
     runs: list[HookRun] = []
     last_rewrite = -1  # the index of the last hook that rewrote the arguments
     deciding: str | None = None
+    held: dict[int, HookRequest] = {}  # asks and defers by hook index (its last answer)
 
     async def one(hook: RegisteredHook, index: int, recheck: bool) -> Blocked | Interrupted | None:
         """Ask hook number ``index``; a verdict when the chain ends with it."""
@@ -267,10 +308,17 @@ async def run_before_chain(
             reason = _failure_reason(failure)
             return Blocked(args, rewritten, hook.name, reason, False, failure, (*runs,))
         if isinstance(answer, BeforeDecision):
-            runs.append(HookRun(hook.name, "block", _ms_since(start), None, recheck))
-            return Blocked(
-                args, rewritten, hook.name, answer.reason, answer.terminate, None, (*runs,)
-            )
+            action = answer.action
+            runs.append(HookRun(hook.name, action, _ms_since(start), None, recheck))
+            if action == "block":
+                return Blocked(
+                    args, rewritten, hook.name, answer.reason, answer.terminate, None,
+                    (*runs,), answer.policies,
+                )  # fmt: skip
+            assert action == "ask" or action == "defer"
+            held[index] = HookRequest(hook.name, action, answer.reason, answer.policies)
+            return None
+        held.pop(index, None)
         if answer is None or (recheck and answer == args):
             runs.append(HookRun(hook.name, "allow", _ms_since(start), None, recheck))
             return None
@@ -298,7 +346,13 @@ async def run_before_chain(
             ended = await one(hook, index, True)
             if ended is not None:
                 return ended
-    return Let(args, last_rewrite >= 0, deciding, tuple(runs))
+    rewritten = last_rewrite >= 0
+    if not held:
+        return Let(args, rewritten, deciding, tuple(runs))
+    requests = tuple(held[i] for i in sorted(held))
+    if any(r.action == "defer" for r in requests):
+        return Held(args, rewritten, deciding, requests, tuple(runs))
+    return Asked(args, rewritten, deciding, requests, tuple(runs))
 
 
 def _failure_reason(failure: HookFailure) -> str:

@@ -37,11 +37,18 @@ from opentelemetry.trace import Link, TracerProvider
 from ..telemetry import attributes as A
 from ..telemetry.content import Capture, capture_from_env, parse_capture
 from ..telemetry.instruments import Instruments
+from .approvals import (
+    ApprovalSettings,
+    Approver,
+    CallIdentity,
+)
+from .asking import Approvals, Deferral
 from .cancel import CancelSignal, cancelled_by
 from .chain import (
     AfterVerdict,
-    BeforeVerdict,
+    Asked,
     Blocked,
+    Held,
     HookRun,
     Interrupted,
     readonly_args,
@@ -54,6 +61,7 @@ from .handler import as_result, call_bound, error_result, error_text
 from .hooks import (
     NO_HOOKS,
     AfterToolCallContext,
+    BeforeAction,
     BeforeToolCallContext,
     Decision,
     HookChain,
@@ -65,11 +73,14 @@ from .outcome import (
     NO_ARGUMENTS,
     Allowed,
     CallState,
+    Deferred,
     Ended,
     Outcome,
     Prepared,
     UpdateCallback,
+    blocked,
     end_call,
+    refused,
 )
 from .plan import PlanCache
 from .scrub import NO_SCRUBBING, Scrubber
@@ -103,6 +114,15 @@ class CallOptions(TypedDict, total=False):
     """The tools of this call (default: the executor's registry, as it is now)."""
     timeout: float | None
     """Seconds this call may run, replacing the tool's and the executor's; ``0`` disables."""
+    identity: CallIdentity | None
+    """Who asks for the call: what an approval is bound to (default: the context's agent and
+    run, no user)."""
+    deferrable: bool
+    """The caller can end its run with the call pending (the loop): a before-hook's defer
+    defers it (:class:`~otelhooks.core.outcome.Deferred`); otherwise a defer is an ask."""
+    approver: Approver | None
+    """Who answers this call's asks, instead of the executor's approver (a session's host, a
+    resumed call's decision)."""
 
 
 class ToolExecutor:
@@ -121,7 +141,10 @@ class ToolExecutor:
     so no timer could fire; give it ``blocking=True`` or a timeout of its own to bound it).
     ``recorder`` records the calls (executors may share one); when given, it holds the tracer,
     the content capture, the instruments and the scrubber. ``plans`` caches what every call of a
-    tool shares (:mod:`otelhooks.core.plan`).
+    tool shares (:mod:`otelhooks.core.plan`). ``approver`` (an async callable, or
+    :class:`~otelhooks.core.approvals.ApprovalSettings` with its time to live and digest key)
+    answers the calls a before-hook asks about; without one an ask blocks
+    (:mod:`otelhooks.core.approvals`).
     """
 
     def __init__(
@@ -138,6 +161,7 @@ class ToolExecutor:
         recorder: ToolCallRecorder | None = None,
         scrubber: Scrubber | None = None,
         plans: PlanCache | None = None,
+        approver: Approver | ApprovalSettings | None = None,
     ) -> None:
         self.registry = registry
         self.hooks = hooks if hooks is not None else Hooks()
@@ -162,6 +186,11 @@ class ToolExecutor:
         self.capture = recorder.capture
         self.scrubber = recorder.scrubber
         self.plans = plans if plans is not None else PlanCache()
+        settings = (
+            approver if isinstance(approver, ApprovalSettings) else ApprovalSettings(approver)
+        )
+        self.approvals = Approvals(settings, self.scrubber)
+        """How asks are answered (:mod:`otelhooks.core.asking`)."""
         self._scrubs = self.scrubber is not NO_SCRUBBING  # decided here, once
         if isinstance(self.hooks, HookChain):
             self.hooks.check_scrubber(self.scrubber is not NO_SCRUBBING)
@@ -188,19 +217,23 @@ class ToolExecutor:
         state = self._begin(call, parent, links, options)
         try:
             with state.trace.before as phase:
-                step = self._admitted(state, phase)
+                step: Allowed | Outcome | Deferral = self._admitted(state, phase)
                 if state.hooks.before and isinstance(step, Allowed):  # the hooks decide
-                    hooks = _before_chain(state, step)
-                    verdict = await (_watched(state, hooks) if state.watched else hooks)
-                    step = self._before_verdict(state, phase, step, verdict)
+                    hooks = self._before_hooks(state, phase, step)
+                    step = await (_watched(state, hooks) if state.watched else hooks)
         except BaseException as exc:
             step = self._stopped(state, exc, None)
-        return step if isinstance(step, Allowed) else end_call(state, step)
+        if isinstance(step, Allowed):
+            return step
+        if isinstance(step, Deferral):
+            ended = end_call(state, step.outcome)
+            return Deferred(ended.call, ended.outcome, ended.duration_ms, step.request)
+        return end_call(state, step)
 
     async def finish(self, prepared: Prepared) -> ToolResult:
         """Run the handler and after-hooks of an allowed call, end its span and return its
-        result; an ended call's result as it is."""
-        if isinstance(prepared, Ended):
+        result; an ended or deferred call's result as it is."""
+        if not isinstance(prepared, Allowed):
             return prepared.result
         state = prepared.state
         if state.trace.ended is not None:  # finished or skipped already
@@ -238,7 +271,7 @@ class ToolExecutor:
         """End an allowed call without running it (``otelhooks.decision=skip``): its span keeps
         the ``before`` child it has, and the result is an error result with ``reason``. A call
         that ended already keeps its outcome."""
-        if isinstance(prepared, Ended):
+        if isinstance(prepared, (Ended, Deferred)):
             return prepared.result
         if prepared.state.trace.ended is not None:
             return prepared.state.trace.ended.result
@@ -257,7 +290,7 @@ class ToolExecutor:
             message = str(state.tools.not_found(call.name))
             if name and name in message:  # the model chose the name: scrubbed as one
                 message = message.replace(name, self.scrubber.redact_identifier(name)[0])
-            return self._refused(state, phase, A.ERR_TOOL_NOT_FOUND, message)
+            return refused(state, phase, A.ERR_TOOL_NOT_FOUND, message)
         try:
             raw = call.arguments
             if tool.prepare_arguments is not None:
@@ -266,22 +299,39 @@ class ToolExecutor:
             args = tool.validate(raw)
         except InvalidArguments as exc:
             message = f"invalid arguments for tool {tool.name!r}: {exc}"
-            return self._refused(state, phase, A.ERR_INVALID_ARGUMENTS, message)
+            return refused(state, phase, A.ERR_INVALID_ARGUMENTS, message)
         if state.signal.reason is not None and not state.hooks.before:
             return self._cancelled(state, phase, None, args, False)
         return Allowed(state, tool, args, False, None)
 
-    def _before_verdict(
-        self, state: CallState, phase: Phase | NoPhase, admitted: Allowed, verdict: BeforeVerdict
-    ) -> Allowed | Outcome:
-        """What the before-hooks decided: allow (with the arguments as they leave them) or
-        end."""
+    async def _before_hooks(
+        self, state: CallState, phase: Phase | NoPhase, admitted: Allowed, edits: int = 0
+    ) -> Allowed | Outcome | Deferral:
+        """The before-hooks: allow (with the arguments as they leave them, approved when a hook
+        asked), defer or end. ``edits`` counts the approver's edits of this call so far."""
+        tool, args = admitted.tool, admitted.arguments
+        ctx = BeforeToolCallContext(
+            state.call,
+            readonly_args(args),
+            tool.spec,
+            state.assistant_message,
+            state.context,
+            state.signal,
+        )
+        verdict = await run_before_chain(state.hooks.before, ctx, args, tool.validate, state.signal)
         self._hooks_ran(state, phase, verdict.runs)
         if isinstance(verdict, Blocked):
-            return self._blocked(state, phase, verdict)
+            return blocked(state, self.scrubber, phase, verdict)
         if isinstance(verdict, Interrupted) or state.signal.reason is not None:
             return self._cancelled(state, phase, None, verdict.args, verdict.rewritten)
-        return Allowed(state, admitted.tool, verdict.args, verdict.rewritten, verdict.deciding_hook)
+        rewritten = verdict.rewritten or admitted.rewritten
+        deciding = verdict.deciding_hook or admitted.deciding_hook
+        if isinstance(verdict, Held) and state.deferrable:
+            return self.approvals.deferred(state, phase, tool.name, verdict, rewritten)
+        if isinstance(verdict, (Asked, Held)):
+            again = self._before_hooks
+            return await self.approvals.asked(state, phase, admitted, verdict, edits, again)
+        return Allowed(state, tool, verdict.args, rewritten, deciding)
 
     async def _run(self, allowed: Allowed) -> tuple[ToolResult, str | None]:
         """Run the handler (``registry.run``) within its bound; the result (scrubbed) and the
@@ -347,34 +397,6 @@ class ToolExecutor:
         return _ran(allowed, verdict.result, error_type, verdict.overridden)
 
     # -- how a call ends ----------------------------------------------------------------------
-
-    def _refused(
-        self, state: CallState, phase: Phase | NoPhase, error_type: str, message: str
-    ) -> Outcome:
-        """The call ends in its before phase with an error (unknown tool, invalid arguments)."""
-        phase.fail(error_type, message)
-        result = state.trace.for_model(error_result(state.call, f"error: {message}"))
-        return Outcome(result, None, error_type)
-
-    def _blocked(self, state: CallState, phase: Phase | NoPhase, verdict: Blocked) -> Outcome:
-        """A before-hook blocked the call (or failed closed)."""
-        reason, found = self.scrubber.redact_text(verdict.reason or "blocked", A.BLOCK_REASON)
-        state.trace.redacted((A.BLOCK_REASON,) if found else ())
-        call = state.call
-        result = ToolResult(call.id, call.name, f"blocked: {reason}", None, True, verdict.terminate)
-        error_type = None
-        if verdict.failure is not None:
-            error_type = verdict.failure.error_type
-            phase.fail(error_type, str(verdict.failure))
-        return Outcome(
-            result,
-            A.DECISION_BLOCK,
-            error_type,
-            verdict.hook,
-            reason,
-            verdict.rewritten,
-            verdict.args,
-        )
 
     def _cancelled(
         self,
@@ -478,6 +500,9 @@ class ToolExecutor:
             options.get("on_update"),
             options.get("timeout"),
             tools,
+            options.get("identity"),
+            options.get("deferrable", False),
+            options.get("approver"),
         )
 
     def _hooks_ran(
@@ -488,21 +513,6 @@ class ToolExecutor:
             if run.failure is not None:
                 report_hook_failure(state.call, run.failure, self.scrubber)
         phase.hooks(runs)
-
-
-def _before_chain(state: CallState, admitted: Allowed) -> Coroutine[Any, Any, BeforeVerdict]:
-    """The before-hooks of an admitted call, to be awaited: each sees a read-only view of its
-    validated arguments."""
-    tool, args = admitted.tool, admitted.arguments
-    ctx = BeforeToolCallContext(
-        state.call,
-        readonly_args(args),
-        tool.spec,
-        state.assistant_message,
-        state.context,
-        state.signal,
-    )
-    return run_before_chain(state.hooks.before, ctx, args, tool.validate, state.signal)
 
 
 def _after_chain(
@@ -543,6 +553,8 @@ def _ran(
     it fail or the result says it is an error."""
     if result.is_error and error_type is None:
         error_type = A.ERR_TOOL_ERROR  # the tool (or an after-hook) said it failed
+    approval = allowed.approval
+    verdict: BeforeAction | None = "allow" if allowed.state.hooks.before else None
     return Outcome(
         result,
         A.DECISION_ALLOW,
@@ -552,4 +564,7 @@ def _ran(
         allowed.rewritten,
         allowed.arguments,
         overridden,
+        verdict=approval.asked if approval is not None else verdict,
+        policies=approval.policies if approval is not None else (),
+        approval=approval,
     )

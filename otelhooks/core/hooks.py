@@ -6,9 +6,13 @@ Contracts
 * A **before-hook** is called with a :class:`BeforeToolCallContext` and returns ``None`` or
   :func:`allow` (go on), :func:`block` (stop: the handler never runs, the after-hooks do not run,
   the model gets ``blocked: <reason>``; ``block(reason, terminate=True)`` also asks the loop to
-  end the run after this batch) or :func:`rewrite` (go on with new arguments, which are
-  validated against the tool's schema again). Hooks run in registration order; each sees the
-  arguments as rewritten by the ones before it; the first block wins and ends the chain. When a
+  end the run after this batch), :func:`rewrite` (go on with new arguments, which are
+  validated against the tool's schema again), :func:`ask` (run only if an approver approves
+  this exact call: :mod:`otelhooks.core.approvals`) or :func:`defer` (end the run after this
+  batch with the call pending, resumable with a decision). Hooks run in registration order;
+  each sees the arguments as rewritten by the ones before it; the first block wins and ends the
+  chain; asks and defers are collected while the chain goes on (block > defer > ask > allow).
+  When a
   hook rewrote the arguments, every hook before it runs again on the final arguments
   (``ctx.recheck`` is then true: a hook that counts calls must not count it twice), so that every
   hook that let the call through has seen the arguments the handler gets; a block then blocks,
@@ -74,6 +78,7 @@ from typing import (
     overload,
 )
 
+from .approvals import ApprovalOutcome
 from .cancel import CancelSignal
 from .frozen import quick_init
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult, ToolSpec
@@ -96,17 +101,55 @@ class _Keep:
 KEEP: Final = _Keep()
 
 
+BeforeAction = Literal["allow", "block", "ask", "defer"]
+"""What a before-hook answers: go on, stop, run only if approved, or end the run now (resumable
+later with a decision). Precedence over a chain: block > defer > ask > allow."""
+BEFORE_ACTIONS: Final = ("allow", "block", "ask", "defer")
+
+
 @dataclass(frozen=True, slots=True)
 class BeforeDecision:
-    """What a before-hook decided. Build with :func:`allow`, :func:`block` or :func:`rewrite`."""
+    """What a before-hook decided. Build with :func:`allow`, :func:`block`, :func:`rewrite`,
+    :func:`ask` or :func:`defer`.
 
-    block: bool = False
+    ``action`` is the answer; ``arguments`` the rewritten arguments (an ``allow`` that rewrites);
+    ``policies`` the ids of the policies or rules that decided (they go on the call's span and in
+    the audit log); ``terminate`` (a block's) asks the loop to end the run after this batch.
+    """
+
+    action: BeforeAction = "allow"
     reason: str = ""
     arguments: Mapping[str, Any] | None = None
     terminate: bool = False
+    policies: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.action not in BEFORE_ACTIONS:
+            near = difflib.get_close_matches(str(self.action), BEFORE_ACTIONS, 1, 0.5)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ValueError(
+                f"a before-hook decides one of {', '.join(BEFORE_ACTIONS)}, "
+                f"not {self.action!r}{hint}"
+            )
+        if self.arguments is not None and self.action != "allow":
+            raise ValueError("only allow may rewrite the arguments (rewrite(arguments))")
+        if isinstance(self.policies, str) or not all(isinstance(p, str) for p in self.policies):
+            raise TypeError("policies must be a sequence of policy ids (strings)")
+
+    @property
+    def block(self) -> bool:
+        """Whether the call is blocked."""
+        return self.action == "block"
 
 
 _ALLOW: Final = BeforeDecision()
+
+
+def _policies(policies: Sequence[str]) -> tuple[str, ...]:
+    """The policy ids as a tuple; one id given as a string would be split into letters."""
+    if isinstance(policies, str):
+        raise TypeError(f"policies must be a sequence of policy ids, not the string {policies!r}")
+    return tuple(policies)
 
 
 def allow() -> BeforeDecision:
@@ -114,17 +157,36 @@ def allow() -> BeforeDecision:
     return _ALLOW
 
 
-def block(reason: str, *, terminate: bool = False) -> BeforeDecision:
+def block(reason: str, *, terminate: bool = False, policies: Sequence[str] = ()) -> BeforeDecision:
     """Stop the call: the handler never runs and the model gets ``blocked: <reason>``.
 
     With ``terminate=True`` the loop ends the run after the current batch of tool calls.
+    ``policies`` name the policies or rules that decided.
     """
-    return BeforeDecision(block=True, reason=reason or "blocked", terminate=terminate)
+    return BeforeDecision(
+        "block", reason or "blocked", terminate=terminate, policies=_policies(policies)
+    )
 
 
 def rewrite(arguments: Mapping[str, Any]) -> BeforeDecision:
     """Go on with these arguments instead; they are validated against the tool's schema again."""
     return BeforeDecision(arguments=dict(arguments))
+
+
+def ask(reason: str, *, policies: Sequence[str] = ()) -> BeforeDecision:
+    """Run the call only if an approver approves it (:mod:`otelhooks.core.approvals`): the
+    approval is bound to the tool, the digest of the final arguments and the identity asking.
+    The hooks after this one still run (a later block wins). Without an approver the call is
+    blocked with a reason that says so."""
+    return BeforeDecision("ask", reason or "approval required", policies=_policies(policies))
+
+
+def defer(reason: str, *, policies: Sequence[str] = ()) -> BeforeDecision:
+    """End the run after this batch with the call pending: the run's result holds a state to
+    resume from with a decision (:meth:`otelhooks.Agent.resume`). The hooks after this one
+    still run (a later block wins). Where nothing can resume it (an executor alone, a gateway)
+    the call is asked about as for :func:`ask`: blocked when there is no approver."""
+    return BeforeDecision("defer", reason or "deferred", policies=_policies(policies))
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +235,7 @@ class AfterToolCallContext:
     is_error: bool
 
 
-Decision = Literal["allow", "block", "skip"]
+Decision = Literal["allow", "block", "skip", "defer"]
 NO_ARGUMENTS: Final[Mapping[str, Any]] = MappingProxyType({})
 """The arguments of a call that ended before they were validated."""
 
@@ -182,9 +244,10 @@ NO_ARGUMENTS: Final[Mapping[str, Any]] = MappingProxyType({})
 class ToolCallRecord:
     """The outcome of one call, given to observers when it ends.
 
-    ``decision`` is ``allow`` (the handler was asked to run), ``block`` (a hook stopped it) or
-    ``skip`` (the loop skipped it); a call that failed before any decision (unknown tool, invalid
-    arguments) has ``decision=None`` and ``error_type`` set.
+    ``decision`` is the action enforced: ``allow`` (the handler was asked to run), ``block`` (a
+    hook stopped it, or an approval was refused), ``defer`` (the run ended with the call
+    pending) or ``skip`` (the loop skipped it); a call that failed before any decision (unknown
+    tool, invalid arguments) has ``decision=None`` and ``error_type`` set.
     """
 
     tool_call: ToolCall
@@ -199,18 +262,28 @@ class ToolCallRecord:
     arguments: Mapping[str, Any] = field(default_factory=lambda: NO_ARGUMENTS)
     """The arguments the handler got (validated, as rewritten), read-only; empty when the call
     ended before validation."""
+    verdict: BeforeAction | None = None
+    """What the before-hooks answered together (``allow``, ``block``, ``ask``, ``defer``; the
+    enforced action is ``decision``); ``None`` when no before-hook ran."""
+    policies: tuple[str, ...] = ()
+    """The policies or rules that decided."""
+    approval: ApprovalOutcome | None = None
+    """What became of the call's ask, when one asked."""
 
 
 class Outcome(NamedTuple):
     """How a call ended, built once where it was decided: its record
     (:meth:`record`), its span and its metrics are made from it and nothing else.
 
-    ``decision`` is ``allow`` (the handler was asked to run), ``block`` or ``skip``, or ``None``
+    ``decision`` is the action enforced, ``allow`` (the handler was asked to run), ``block``,
+    ``defer`` or ``skip``, or ``None``
     when the call ended before any decision (unknown tool, invalid arguments, cancelled in its
     before phase). ``error_type`` is set exactly when the call failed: a refusal, a block by a
     failing hook, a handler that raised or timed out, a result that says it is an error, a
-    cancellation, the runtime's own ``failure``. ``overridden`` is ``None`` when no after-hook
-    ran.
+    cancellation, the runtime's own ``failure``; never for a block or a refused approval
+    alone. ``overridden`` is ``None`` when no after-hook ran. ``verdict`` is what the
+    before-hooks answered (``ask`` for a call that waited for an approval, whatever the
+    answer), ``policies`` the policies that decided, ``approval`` what became of the ask.
     """
 
     result: ToolResult
@@ -222,6 +295,9 @@ class Outcome(NamedTuple):
     arguments: Mapping[str, Any] = NO_ARGUMENTS
     overridden: bool | None = None
     failure: BaseException | None = None
+    verdict: BeforeAction | None = None
+    policies: tuple[str, ...] = ()
+    approval: ApprovalOutcome | None = None
 
     def record(self, call: ToolCall, duration_ms: float) -> ToolCallRecord:
         """The record observers get."""
@@ -237,6 +313,9 @@ class Outcome(NamedTuple):
             self.error_type,
             duration_ms,
             MappingProxyType(args) if type(args) is dict else args,
+            self.verdict,
+            self.policies,
+            self.approval,
         )
 
 

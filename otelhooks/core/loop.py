@@ -14,16 +14,35 @@ import inspect
 import logging
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any, Literal, TypedDict, Unpack
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import Link, TracerProvider
 
 from ..telemetry.content import Capture, capture_from_env, parse_capture
 from ..telemetry.instruments import Instruments
+from .approvals import (
+    DEFAULT_APPROVAL_TTL,
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalSettings,
+    Approver,
+    CallIdentity,
+    Deny,
+)
 from .cancel import CancelSignal
 from .events import (
     AgentEnd,
@@ -53,7 +72,7 @@ from .messages import (
     Usage,
     UserMessage,
 )
-from .outcome import Allowed, Ended, Prepared
+from .outcome import Allowed, Deferred, Ended, Prepared
 from .provider import (
     Done,
     ModelParams,
@@ -62,6 +81,7 @@ from .provider import (
     TextChunk,
     ToolCallChunk,
 )
+from .resume import PendingCall, ResumeApprover, ResumeRow, RunState, resume_calls
 from .run_span import RunRecorder
 from .scrub import NO_SCRUBBING, Scrubber
 from .tool_span import DEFAULT_TOOL_CONTENT_LENGTH, ToolCallRecorder
@@ -79,6 +99,7 @@ TransformContext = Callable[
 ConvertMessages = Callable[[Sequence[AgentMessage]], Sequence[Message]]
 
 SKIPPED_FOR_STEERING = "Skipped due to queued user message."
+Resumed = tuple[RunState, list[ResumeRow]]
 
 
 def truncated_call_message(name: str) -> str:
@@ -103,13 +124,22 @@ class AgentStateError(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class RunResult:
     """What one run did: the messages it added (the prompt, queued messages, assistant messages
-    and tool results, in order), its last assistant message and the usage summed over its turns.
+    and tool results, in order), its last assistant message and the usage summed over its turns;
+    a run that ended with deferred calls also holds the state to resume it from.
     ``text``, ``stop_reason``, ``error_message`` and ``tool_calls`` are the last message's."""
 
     run_id: str
     messages: tuple[AgentMessage, ...]
     final: AssistantMessage
     usage: Usage
+    state: RunState | None = None
+    """When a call was deferred: what :meth:`Agent.resume` takes (JSON through
+    :meth:`~otelhooks.core.resume.RunState.to_json`); ``None`` when the run ended otherwise."""
+
+    @property
+    def pending(self) -> tuple[ApprovalRequest, ...]:
+        """The requests of the calls that wait for a decision (empty unless deferred)."""
+        return tuple(p.request for p in self.state.pending) if self.state is not None else ()
 
     @property
     def text(self) -> str:
@@ -150,7 +180,11 @@ class AgentConfig:
     of their own (``None`` disables). ``conversation_id`` is recorded as
     ``gen_ai.conversation.id`` on the run's spans. ``scrubber`` (a
     :class:`~otelhooks.core.scrub.Scrubber`, such as :class:`otelhooks.builtin.Redactor`)
-    removes secrets from what the runtime hands the model and writes on spans.
+    removes secrets from what the runtime hands the model and writes on spans. ``approver``
+    answers the calls a before-hook asks about (an async callable; without one an ask blocks),
+    ``approval_ttl`` is how long an approval and the wait for one last (seconds), and
+    ``approval_secret`` keys the argument digests approvals are bound to (give the same one to
+    every process that resumes this agent's deferred runs; default: a random key per agent).
     """
 
     tools: ToolRegistry | None = None
@@ -175,6 +209,9 @@ class AgentConfig:
     chat_spans: ChatSpans = "auto"
     max_content_length: int = 16384
     scrubber: Scrubber | None = None
+    approver: Approver | None = None
+    approval_ttl: float = DEFAULT_APPROVAL_TTL
+    approval_secret: bytes | None = None
 
     def __post_init__(self) -> None:
         if self.tool_execution not in ("parallel", "sequential"):
@@ -208,6 +245,9 @@ class AgentOptions(TypedDict, total=False):
     chat_spans: ChatSpans
     max_content_length: int
     scrubber: Scrubber | None
+    approver: Approver | None
+    approval_ttl: float
+    approval_secret: bytes | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +268,9 @@ class _Run:
     signal: CancelSignal
     context: otel_context.Context
     added: list[AgentMessage]
+    identity: CallIdentity
     usage: Usage = field(default_factory=Usage)
+    deferred: RunState | None = None  # set when a call of a batch was deferred
 
 
 class _QueueModeSetting:
@@ -308,6 +350,7 @@ class Agent:
                 instruments=instruments,
                 scrubber=config.scrubber,
             ),
+            approver=ApprovalSettings(config.approver, config.approval_ttl, config.approval_secret),
         )
         self._recorder = RunRecorder(
             config.tracer_provider,
@@ -362,9 +405,16 @@ class Agent:
         return self._signal is not None
 
     async def run(
-        self, prompt: str | UserMessage | None = None, *, signal: CancelSignal | None = None
+        self,
+        prompt: str | UserMessage | None = None,
+        *,
+        signal: CancelSignal | None = None,
+        user: str | None = None,
     ) -> RunResult:
         """Run until the provider stops; return what this run added.
+
+        ``user`` names the person the run acts for: approvals of its calls are bound to it
+        (with the agent and the run).
 
         With no ``prompt`` the run continues from the existing messages (a retry): the provider
         is asked again without re-sending anything. When the last message is the assistant's,
@@ -380,7 +430,7 @@ class Agent:
             new, steered = self._continuation()
         self._signal = signal or CancelSignal()
         try:
-            return await self._run(new, self._signal, poll_steering=not steered)
+            return await self._run(new, self._signal, poll_steering=not steered, user=user)
         finally:
             self._signal = None
 
@@ -393,9 +443,9 @@ class Agent:
         if not isinstance(self.messages[-1], AssistantMessage):
             return [], False
         if self._steering:
-            return self._take(self._steering, self.steering_mode), True
+            return _take(self._steering, self.steering_mode), True
         if self._follow_ups:
-            return self._take(self._follow_ups, self.follow_up_mode), False
+            return _take(self._follow_ups, self.follow_up_mode), False
         raise AgentStateError(
             "cannot continue from an assistant message with nothing queued: give a prompt, "
             "or queue one with steer() or follow_up()"
@@ -405,43 +455,64 @@ class Agent:
         self, prompt: str | UserMessage | None = None, *, signal: CancelSignal | None = None
     ) -> AsyncIterator[AgentEvent]:
         """Run and yield the events as they happen. Leaving the iteration early cancels the run."""
-        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-        unsubscribe = self.subscribe(queue.put_nowait)
-        task = asyncio.create_task(self.run(prompt, signal=signal))
-        task.add_done_callback(lambda _: queue.put_nowait(None))
+        async for event in _events(self, lambda: self.run(prompt, signal=signal)):
+            yield event
+
+    async def resume(
+        self,
+        state: RunState | Mapping[str, Any] | str,
+        decisions: Mapping[str, ApprovalDecision] | None = None,
+        *,
+        signal: CancelSignal | None = None,
+    ) -> RunResult:
+        """Resume a deferred run (its :attr:`RunResult.state`, or that state's JSON) with one
+        decision per pending call, by call id (see :mod:`otelhooks.core.resume`): the pending
+        calls run (or are refused) as decided, the calls of their batch that ran are not run
+        again, and the conversation goes on under the same run id."""
+        if self._signal is not None:
+            raise AgentStateError("this agent is already running; use steer() or follow_up()")
+        state = state if isinstance(state, RunState) else RunState.from_json(state)
+        rows = resume_calls(state, decisions or {})  # a decision naming no pending call stops here
+        self.messages = list(state.messages)
+        self._signal = signal or CancelSignal()
         try:
-            while (event := await queue.get()) is not None:
-                yield event
-            await task
+            return await self._run([], self._signal, poll_steering=False, resumed=(state, rows))
         finally:
-            unsubscribe()
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+            self._signal = None
 
     # -- a run --------------------------------------------------------------------------------
 
     async def _run(
-        self, new: list[UserMessage], signal: CancelSignal, *, poll_steering: bool
+        self,
+        new: list[UserMessage],
+        signal: CancelSignal,
+        *,
+        poll_steering: bool,
+        user: str | None = None,
+        resumed: Resumed | None = None,
     ) -> RunResult:
         self.hooks.check_tools(self.tools.specs())  # a typo stops the run here
         self.hooks.snapshot().check_scrubber(self.scrubber is not NO_SCRUBBING)
-        run_id = uuid.uuid4().hex[:16]
+        run_id = uuid.uuid4().hex[:16] if resumed is None else resumed[0].run_id
+        link = resumed[0].link() if resumed is not None else None
         trace_ = self._recorder.run(
             self.name,
             model=self.model,
             provider=self.provider,
             agent_id=self.agent_id,
             conversation_id=self.conversation_id,
+            links=(link,) if link is not None else (),
         )
-        run = _Run(run_id, signal, trace_.context, [])
+        user = resumed[0].user if resumed is not None else user
+        identity = CallIdentity(self.agent_id or self.name, run_id, user)
+        run = _Run(run_id, signal, trace_.context, [], identity)
         token = otel_context.attach(run.context)
         final = AssistantMessage(stop_reason="aborted")
         self._emit(AgentStart(run_id))
         try:
             self._add_messages(run, new)
-            final = await self._turns(run, poll_steering)
-            return RunResult(run_id, tuple(run.added), final, run.usage)
+            final = await self._turns(run, poll_steering, resumed)
+            return RunResult(run_id, tuple(run.added), final, run.usage, run.deferred)
         except asyncio.CancelledError:
             trace_.cancelled()
             raise
@@ -451,36 +522,31 @@ class Agent:
             otel_context.detach(token)
             trace_.end()
 
-    async def _turns(self, run: _Run, poll_steering: bool) -> AssistantMessage:
+    async def _turns(
+        self, run: _Run, poll_steering: bool, resumed: Resumed | None
+    ) -> AssistantMessage:
         """Turns until the provider stops; ``poll_steering`` says whether the first turn takes
-        queued steering messages (not when the run started with one)."""
-        index = 0
+        queued steering messages (not when the run started with one). A resumed run first
+        finishes the deferred batch of ``resumed``."""
+        index = resumed[0].turn if resumed is not None else 0
         while True:
-            index += 1
-            if index > self.max_turns:
-                return AssistantMessage(
-                    stop_reason="error", error_message=f"stopped after {self.max_turns} turns"
-                )
-            self._emit(TurnStart(index))
-            if index > 1 or poll_steering:
-                self._add_messages(run, self._take(self._steering, self.steering_mode))
-            turn = self._snapshot(run.run_id, index)
-            message, chat_link = await self._ask_provider(turn, run)
-            self._add(run, message)
-            if message.usage is not None:
-                run.usage = run.usage + message.usage
-            results: tuple[ToolResult, ...] = ()
-            if message.stop_reason not in ("error", "aborted") and message.tool_calls:
-                turn = replace(
-                    turn,
-                    context=replace(turn.context, messages=(*turn.context.messages, message)),
-                )
-                if message.stop_reason == "length":
-                    results = skip_truncated(self._batch(turn, message, run, chat_link))
-                else:
-                    results = await self._execute_tool_calls(turn, message, run, chat_link)
-                for result in results:
-                    self._add(run, result)
+            if resumed is not None:
+                message = resumed[0].message
+                batch = self._batch(self._snapshot(run, index), message, run, None)
+                results = await execute_resumed(batch, resumed[1])
+                resumed = None
+            else:
+                index += 1
+                if index > self.max_turns:
+                    return AssistantMessage(
+                        stop_reason="error", error_message=f"stopped after {self.max_turns} turns"
+                    )
+                message, results = await self._turn(run, index, poll_steering)
+                if run.deferred is not None:
+                    self._emit(TurnEnd(index, message, ()))
+                    return message
+            for result in results:
+                self._add(run, result)
             self._emit(TurnEnd(index, message, results))
             if message.stop_reason in ("error", "aborted"):
                 return message
@@ -490,14 +556,43 @@ class Agent:
             if (message.tool_calls and not terminated) or self._steering:
                 continue
             if self._follow_ups:
-                self._add_messages(run, self._take(self._follow_ups, self.follow_up_mode))
+                self._add_messages(run, _take(self._follow_ups, self.follow_up_mode))
                 continue
             return message
 
-    def _snapshot(self, run_id: str, index: int) -> _Turn:
+    async def _turn(
+        self, run: _Run, index: int, poll_steering: bool
+    ) -> tuple[AssistantMessage, tuple[ToolResult, ...]]:
+        """One new turn: the provider's message and the results of its tool calls (none when
+        a call was deferred: ``run.deferred`` holds the state then)."""
+        self._emit(TurnStart(index))
+        if index > 1 or poll_steering:
+            self._add_messages(run, _take(self._steering, self.steering_mode))
+        turn = self._snapshot(run, index)
+        message, chat_link = await _ask_provider(self, self._recorder, self._emit, turn, run)
+        self._add(run, message)
+        if message.usage is not None:
+            run.usage = run.usage + message.usage
+        if message.stop_reason in ("error", "aborted") or not message.tool_calls:
+            return message, ()
+        context = replace(turn.context, messages=(*turn.context.messages, message))
+        batch = self._batch(replace(turn, context=context), message, run, chat_link)
+        if message.stop_reason == "length":
+            return message, skip_truncated(batch)
+        if self.tool_execution == "sequential":
+            await execute_sequential(batch)
+        else:
+            await execute_parallel(batch)
+        if batch.deferred:
+            run.deferred = deferred_state(batch, index, self.messages)
+            return message, ()
+        return message, batch.emit_results()
+
+    def _snapshot(self, run: _Run, index: int) -> _Turn:
         tools = self.tools.snapshot()
         context = AgentContext(
-            run_id=run_id,
+            run_id=run.run_id,
+            user=run.identity.user,
             agent_name=self.name,
             model=self.model,
             system_prompt=self.system_prompt,
@@ -507,92 +602,7 @@ class Agent:
         )
         return _Turn(index, context, tools, self.hooks.snapshot())
 
-    # -- one provider call --------------------------------------------------------------------
-
-    async def _ask_provider(self, turn: _Turn, run: _Run) -> tuple[AssistantMessage, Link | None]:
-        """One provider call: stream the assistant's message (an error or an abort ends it as a
-        message, never a raise)."""
-        model = turn.context.model
-        # An instrumented provider traces (and counts) its own requests: no second chat span.
-        auto_off = self.chat_spans == "auto" and bool(getattr(self.provider, "instrumented", False))
-        chat = self._recorder.chat(
-            run.context,
-            turn_index=turn.index,
-            model=model,
-            provider=self.provider,
-            params=self.params,
-            span_wanted=self.chat_spans != "never" and not auto_off,
-            metrics_wanted=not auto_off,
-        )
-        self._emit(MessageStart("assistant"))
-        text: list[str] = []
-        calls: list[ToolCall] = []
-        message: AssistantMessage | None = None
-        signal = run.signal
-        token = otel_context.attach(chat.context)
-        try:
-            with signal.watching():
-                request = ProviderRequest(
-                    model=model,
-                    system_prompt=turn.context.system_prompt,
-                    messages=await provider_messages(
-                        turn.context.messages,
-                        signal,
-                        self.transform_context,
-                        self.convert_messages,
-                    ),
-                    tools=turn.context.tools,
-                    signal=signal,
-                    params=self.params,
-                )
-                chat.request(request)
-                message = await consume_stream(self.provider, request, self._emit, text, calls)
-        except asyncio.CancelledError as exc:
-            if not signal.absorbs(exc):
-                chat.cancelled()
-                otel_context.detach(token)
-                raise
-            message = AssistantMessage(
-                "".join(text), (), "aborted", model, None, signal.reason or "aborted"
-            )
-        except Exception as exc:
-            chat.exception(exc)
-            message = AssistantMessage(
-                "".join(text),
-                (),
-                "error",
-                model,
-                None,
-                f"{type(exc).__name__}: {exc}",
-                error_type=type(exc).__qualname__,
-            )
-        otel_context.detach(token)
-        if message is None:
-            message = AssistantMessage(
-                "".join(text),
-                (),
-                "error",
-                model,
-                None,
-                "the provider's stream ended without a final message",
-            )
-        message = _with_unique_call_ids(message, turn.index)
-        chat.end(message)
-        self._emit(MessageEnd(message))
-        return message, chat.link
-
     # -- the tool calls of one message --------------------------------------------------------
-
-    async def _execute_tool_calls(
-        self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link | None
-    ) -> tuple[ToolResult, ...]:
-        """The message's tool calls, sequentially or in parallel; results in source order."""
-        batch = self._batch(turn, message, run, chat_link)
-        if self.tool_execution == "sequential":
-            await execute_sequential(batch)
-        else:
-            await execute_parallel(batch)
-        return batch.emit_results()
 
     def _batch(
         self, turn: _Turn, message: AssistantMessage, run: _Run, chat_link: Link | None
@@ -616,16 +626,6 @@ class Agent:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _take(self, queue: deque[UserMessage], mode: QueueMode) -> list[UserMessage]:
-        """The queued messages that enter now: one, or all of them."""
-        if not queue:
-            return []
-        if mode == "one-at-a-time":
-            return [queue.popleft()]
-        items = list(queue)
-        queue.clear()
-        return items
-
     def _add(self, run: _Run, message: AgentMessage) -> None:
         self.messages.append(message)
         run.added.append(message)
@@ -642,6 +642,82 @@ class Agent:
                 subscriber(event)
             except Exception:  # a consumer's bug must not stop the agent
                 logger.exception("event subscriber raised on %s", event.type)
+
+
+async def _ask_provider(
+    agent: Agent, recorder: RunRecorder, emit: Subscriber, turn: _Turn, run: _Run
+) -> tuple[AssistantMessage, Link | None]:
+    """One provider call of ``agent`` (its spans started by ``recorder``, its events given to
+    ``emit``): stream the assistant's message (an error or an abort ends it as a message, never
+    a raise)."""
+    model = turn.context.model
+    # An instrumented provider traces (and counts) its own requests: no second chat span.
+    auto_off = agent.chat_spans == "auto" and bool(getattr(agent.provider, "instrumented", False))
+    chat = recorder.chat(
+        run.context,
+        turn_index=turn.index,
+        model=model,
+        provider=agent.provider,
+        params=agent.params,
+        span_wanted=agent.chat_spans != "never" and not auto_off,
+        metrics_wanted=not auto_off,
+    )
+    emit(MessageStart("assistant"))
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    message: AssistantMessage | None = None
+    signal = run.signal
+    token = otel_context.attach(chat.context)
+    try:
+        with signal.watching():
+            request = ProviderRequest(
+                model=model,
+                system_prompt=turn.context.system_prompt,
+                messages=await provider_messages(
+                    turn.context.messages,
+                    signal,
+                    agent.transform_context,
+                    agent.convert_messages,
+                ),
+                tools=turn.context.tools,
+                signal=signal,
+                params=agent.params,
+            )
+            chat.request(request)
+            message = await consume_stream(agent.provider, request, emit, text, calls)
+    except asyncio.CancelledError as exc:
+        if not signal.absorbs(exc):
+            chat.cancelled()
+            otel_context.detach(token)
+            raise
+        message = AssistantMessage(
+            "".join(text), (), "aborted", model, None, signal.reason or "aborted"
+        )
+    except Exception as exc:
+        chat.exception(exc)
+        message = AssistantMessage(
+            "".join(text),
+            (),
+            "error",
+            model,
+            None,
+            f"{type(exc).__name__}: {exc}",
+            error_type=type(exc).__qualname__,
+        )
+    otel_context.detach(token)
+    if message is None:
+        message = AssistantMessage(
+            "".join(text),
+            (),
+            "error",
+            model,
+            None,
+            "the provider's stream ended without a final message",
+        )
+    message = _with_unique_call_ids(message, turn.index)
+    chat.end(message)
+    emit(MessageEnd(message))
+    return message, chat.link
 
 
 async def provider_messages(
@@ -713,9 +789,11 @@ class _Batch:
         self.calls = message.tool_calls
         self.links = (chat_link,) if chat_link is not None else ()
         self.results: list[ToolResult | None] = [None] * len(self.calls)
+        self.deferred: dict[int, Deferred] = {}
 
-    async def prepare(self, i: int) -> Prepared:
-        """Call ``i``'s before phase (``tool_execution_start`` first)."""
+    async def prepare(self, i: int, approver: Approver | None = None) -> Prepared:
+        """Call ``i``'s before phase (``tool_execution_start`` first): deferrable, or answered
+        by ``approver`` (a resumed call's decision) instead of the executor's approver."""
         call = self.calls[i]
         self.emit(ToolExecutionStart(call))
         return await self.executor.prepare(
@@ -728,6 +806,9 @@ class _Batch:
             tools=self.turn.tools,
             parent=self.run.context,
             links=self.links,
+            identity=self.run.identity,
+            deferrable=approver is None,
+            approver=approver,
         )
 
     def update(self, call: ToolCall, update: Any) -> None:
@@ -747,8 +828,13 @@ class _Batch:
         )
         self.done(i, result)
 
-    def done(self, i: int, result: ToolResult) -> None:
-        """Call ``i`` ended (``tool_execution_end``)."""
+    def done(self, i: int, prepared: Prepared | ToolResult) -> None:
+        """Call ``i`` ended (``tool_execution_end``), or was deferred."""
+        if isinstance(prepared, Deferred):
+            self.deferred[i] = prepared
+            return
+        result = prepared.result if isinstance(prepared, Ended) else prepared
+        assert isinstance(result, ToolResult), "an allowed call is finished first"
         self.results[i] = result
         self.emit(ToolExecutionEnd(self.calls[i], result))
 
@@ -777,7 +863,10 @@ async def execute_sequential(batch: _Batch) -> None:
         if reason is not None:
             batch.skip(i, reason)
             continue
-        batch.done(i, await batch.executor.finish(await batch.prepare(i)))
+        prepared = await batch.prepare(i)
+        batch.done(
+            i, prepared if isinstance(prepared, Deferred) else await batch.executor.finish(prepared)
+        )
 
 
 async def execute_parallel(batch: _Batch) -> None:
@@ -792,10 +881,10 @@ async def execute_parallel(batch: _Batch) -> None:
             batch.skip(i, reason)
             continue
         prepared = await batch.prepare(i)
-        if isinstance(prepared, Ended):
-            batch.done(i, prepared.result)
-        else:
+        if isinstance(prepared, Allowed):
             allowed.append((i, prepared))
+        else:
+            batch.done(i, prepared)
     executor = batch.executor
     try:
         for group in _groups(allowed):
@@ -808,6 +897,36 @@ async def execute_parallel(batch: _Batch) -> None:
     finally:  # an asyncio cancellation: end the calls that never started
         for _, prepared in allowed:
             executor.skip_prepared(prepared, "error: cancelled")
+
+
+async def execute_resumed(batch: _Batch, rows: list[ResumeRow]) -> tuple[ToolResult, ...]:
+    """The deferred batch of a resumed run: the calls that ran keep their results, each pending
+    one goes through the executor again answered by its decision (one at a time, in source
+    order); the results in source order."""
+    approvals = batch.executor.approvals
+    for i, _, entry, decision in rows:
+        if isinstance(entry, ToolResult):
+            batch.results[i] = entry
+            continue
+        if not approvals.spend(entry.request.id):  # this process resumed it already
+            decision = Deny("resume", "resume", "this deferred call was resumed already")
+        prepared = await batch.prepare(i, ResumeApprover(entry, decision, approvals.settings))
+        batch.done(i, await batch.executor.finish(prepared))
+    return batch.emit_results()
+
+
+def deferred_state(batch: _Batch, turn: int, messages: Sequence[AgentMessage]) -> RunState:
+    """The state a run ends with when calls of ``batch`` were deferred."""
+    span = trace.get_current_span(batch.run.context).get_span_context()
+    done = {batch.calls[i].id: r for i, r in enumerate(batch.results) if r is not None}
+    identity = batch.run.identity
+    pending = tuple(
+        PendingCall(d.request, d.outcome.arguments) for _, d in sorted(batch.deferred.items())
+    )
+    return RunState(
+        batch.run.run_id, identity.agent, identity.user, turn, tuple(messages),
+        MappingProxyType(done), pending, batch.run.usage, span.trace_id, span.span_id,
+    )  # fmt: skip
 
 
 def _groups(allowed: list[tuple[int, Allowed]]) -> list[list[tuple[int, Allowed]]]:
@@ -838,6 +957,36 @@ async def _run_together(batch: _Batch, group: list[tuple[int, Allowed]]) -> None
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _events(
+    agent: Agent, start: Callable[[], Coroutine[Any, Any, RunResult]]
+) -> AsyncIterator[AgentEvent]:
+    """The events of the run ``start`` starts, as they happen; leaving early cancels it."""
+    queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+    unsubscribe = agent.subscribe(queue.put_nowait)
+    task = asyncio.create_task(start())
+    task.add_done_callback(lambda _: queue.put_nowait(None))
+    try:
+        while (event := await queue.get()) is not None:
+            yield event
+        await task
+    finally:
+        unsubscribe()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+
+def _take(queue: deque[UserMessage], mode: QueueMode) -> list[UserMessage]:
+    """The queued messages that enter now: one, or all of them."""
+    if not queue:
+        return []
+    if mode == "one-at-a-time":
+        return [queue.popleft()]
+    items = list(queue)
+    queue.clear()
+    return items
 
 
 def _user(message: str | UserMessage) -> UserMessage:

@@ -175,3 +175,6 @@ class AgentContext:
     framework: Any = None
     """The framework's own context when the call comes through an integration: Pydantic AI's
     ``RunContext``, the OpenAI Agents SDK's ``ToolContext``, LangChain's ``RunnableConfig``."""
+    user: str | None = None
+    """The person the run acts for (``user`` given to ``run()``), if any: the principal of
+    :class:`~otelhooks.builtin.cedar.CedarPolicy`."""

@@ -2,10 +2,13 @@
 
 :meth:`ToolExecutor.prepare <otelhooks.core.execute.ToolExecutor.prepare>` returns
 :data:`Prepared`: :class:`Allowed` (the handler may run: :meth:`~otelhooks.core.execute.
-ToolExecutor.finish` runs it and the after-hooks) or :class:`Ended` (the call ended in its
-before phase: blocked, unknown tool, invalid arguments, cancelled; its outcome is final), as Pi's
-``PreparedToolCall | ImmediateToolCallOutcome``. A new way for the before phase to end (a call
-that waits for an approval, a call deferred) is a new variant of that union, not a new field.
+ToolExecutor.finish` runs it and the after-hooks), :class:`Ended` (the call ended in its before
+phase: blocked, refused by an approver, unknown tool, invalid arguments, cancelled; its outcome
+is final) or :class:`Deferred` (a before-hook deferred it: it did not run, its span ended, and
+the loop ends the run after this batch with the call pending, resumable with a decision), as
+Pi's ``PreparedToolCall | ImmediateToolCallOutcome``. A call that asks for an approval waits
+for it inside its before phase and leaves it as one of these three: asking is not a variant of
+its own, an approved call is :class:`Allowed` and a refused one :class:`Ended`.
 
 Every call ends with one :class:`~otelhooks.core.hooks.Outcome`, built once where it was
 decided; :func:`end_call` gives it to the observers (as a
@@ -21,15 +24,29 @@ from typing import Any, NamedTuple, TypeAlias
 
 from opentelemetry import context as otel_context
 
+from ..telemetry import attributes as A
+from .approvals import ApprovalOutcome, ApprovalRequest, Approver, CallIdentity
 from .cancel import CancelSignal
+from .chain import Blocked
+from .handler import error_result
 from .hooks import NO_ARGUMENTS, Outcome, PhaseHooks, ToolCallRecord
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult
-from .tool_span import CallTrace
+from .scrub import Scrubber
+from .tool_span import CallTrace, NoPhase, Phase
 from .tools import Tool, ToolSet
 
 UpdateCallback: TypeAlias = Callable[[ToolCall, Any], None]
 
-__all__ = ["NO_ARGUMENTS", "Allowed", "CallState", "Ended", "Outcome", "Prepared", "end_call"]
+__all__ = [
+    "NO_ARGUMENTS",
+    "Allowed",
+    "CallState",
+    "Deferred",
+    "Ended",
+    "Outcome",
+    "Prepared",
+    "end_call",
+]
 
 
 @dataclass(slots=True)
@@ -49,18 +66,28 @@ class CallState:
     on_update: UpdateCallback | None
     timeout: float | None  # the caller's bound for this call (0 disables)
     tools: ToolSet
+    identity: CallIdentity | None  # who asks (default: the context's agent and run)
+    deferrable: bool  # a loop that can end the run with the call pending asked for it
+    approver: Approver | None  # the call's own approver (else the executor's)
+
+    def asking(self) -> CallIdentity:
+        """The identity an approval of this call is bound to."""
+        if self.identity is not None:
+            return self.identity
+        return CallIdentity(self.context.agent_name, self.context.run_id)
 
 
 class Allowed(NamedTuple):
     """The before phase let the call through: the handler gets ``arguments`` (validated, as
     the before-hooks left them); ``rewritten`` and ``deciding_hook`` say whether and by whom
-    they were rewritten."""
+    they were rewritten; ``approval`` who approved it when a hook asked."""
 
     state: CallState
     tool: Tool
     arguments: Mapping[str, Any]
     rewritten: bool
     deciding_hook: str | None
+    approval: ApprovalOutcome | None = None
 
     @property
     def call(self) -> ToolCall:
@@ -86,7 +113,23 @@ class Ended(NamedTuple):
         return self.outcome.record(self.call, self.duration_ms)
 
 
-Prepared: TypeAlias = Allowed | Ended
+class Deferred(NamedTuple):
+    """A call a before-hook deferred: it did not run, observers have seen its outcome
+    (``decision=defer``) and its span has ended. ``request`` is what an approver would be
+    asked; the loop ends the run after this batch with it pending."""
+
+    call: ToolCall
+    outcome: Outcome
+    duration_ms: float
+    request: ApprovalRequest
+
+    @property
+    def result(self) -> ToolResult:
+        """What the model would get, were the run not ended: ``deferred: <reason>``."""
+        return self.outcome.result
+
+
+Prepared: TypeAlias = Allowed | Ended | Deferred
 """What :meth:`~otelhooks.core.execute.ToolExecutor.prepare` returns."""
 
 
@@ -124,3 +167,36 @@ def _notify(state: CallState, record: ToolCallRecord) -> None:
     finally:
         if token is not None:
             otel_context.detach(token)
+
+
+def refused(state: CallState, phase: Phase | NoPhase, error_type: str, message: str) -> Outcome:
+    """The call ends in its before phase with an error (unknown tool, invalid arguments)."""
+    phase.fail(error_type, message)
+    result = state.trace.for_model(error_result(state.call, f"error: {message}"))
+    return Outcome(result, None, error_type)
+
+
+def blocked(
+    state: CallState, scrubber: Scrubber, phase: Phase | NoPhase | None, verdict: Blocked
+) -> Outcome:
+    """A before-hook blocked the call (or failed closed; ``phase`` is marked failed then)."""
+    reason, found = scrubber.redact_text(verdict.reason or "blocked", A.BLOCK_REASON)
+    state.trace.redacted((A.BLOCK_REASON,) if found else ())
+    call = state.call
+    result = ToolResult(call.id, call.name, f"blocked: {reason}", None, True, verdict.terminate)
+    error_type = None
+    if verdict.failure is not None:
+        error_type = verdict.failure.error_type
+        if phase is not None:
+            phase.fail(error_type, str(verdict.failure))
+    return Outcome(
+        result,
+        A.DECISION_BLOCK,
+        error_type,
+        verdict.hook,
+        reason,
+        verdict.rewritten,
+        verdict.args,
+        verdict="block",
+        policies=verdict.policies,
+    )

@@ -18,7 +18,7 @@ Contracts
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -64,8 +64,10 @@ class RunRecorder(Recorder):
         provider: Any,
         agent_id: str | None,
         conversation_id: str | None,
+        links: Sequence[Link] = (),
     ) -> RunTrace:
-        """Start the ``invoke_agent {agent}`` span of a run: the agent, its model and provider."""
+        """Start the ``invoke_agent {agent}`` span of a run: the agent, its model and provider
+        (``links``: the run it resumes)."""
         attributes: dict[str, Any] = {
             A.GEN_AI_OPERATION_NAME: A.OP_INVOKE_AGENT,
             A.GEN_AI_AGENT_NAME: agent_name,
@@ -79,7 +81,10 @@ class RunRecorder(Recorder):
         if conversation_id:
             attributes[A.GEN_AI_CONVERSATION_ID] = conversation_id
         span = self.tracer.start_span(
-            f"{A.OP_INVOKE_AGENT} {agent_name}", kind=SpanKind.INTERNAL, attributes=attributes
+            f"{A.OP_INVOKE_AGENT} {agent_name}",
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            links=links,
         )
         return RunTrace(span)
 

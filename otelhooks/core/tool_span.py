@@ -432,6 +432,8 @@ class RecordingCallTrace(CallTrace):
             attrs[A.BLOCK_REASON] = outcome.block_reason
         if outcome.overridden is not None:
             attrs[A.RESULT_OVERRIDDEN] = outcome.overridden
+        if outcome.verdict is not None:
+            _verdict(attrs, outcome)
         if result.terminate:
             attrs[A.TERMINATE] = True
         error_type = outcome.error_type
@@ -455,6 +457,52 @@ class RecordingCallTrace(CallTrace):
             _exception(span, outcome.failure, self._recorder.scrubber)
         if error_type is not None:
             span.set_status(Status(StatusCode.ERROR, cap_text(result.content, _MAX_STATUS)))
+
+
+_GUARDRAIL_VERDICT: Final = {
+    "allow": A.GUARDRAIL_ALLOW,
+    "block": A.GUARDRAIL_DENY,
+    "ask": A.GUARDRAIL_ESCALATE,
+    "defer": A.GUARDRAIL_ESCALATE,
+}
+_GUARDRAIL_ACTION: Final = {
+    A.DECISION_ALLOW: A.GUARDRAIL_ALLOW,
+    A.DECISION_BLOCK: A.GUARDRAIL_BLOCK,
+    A.DECISION_DEFER: A.GUARDRAIL_ESCALATE,
+}
+
+
+def _verdict(attrs: dict[str, Any], outcome: Outcome) -> None:
+    """The decision of the before phase in the guardrail proposal's names: the verdict the
+    hooks returned apart from the action enforced (a rewrite is ``modify``), the policies that
+    decided, and for a call that asked, the keyed digest of its arguments and who answered."""
+    verdict = outcome.verdict
+    assert verdict is not None
+    modified = outcome.rewritten and verdict == "allow"
+    attrs[A.VERDICT] = verdict
+    attrs[A.GEN_AI_GUARDRAIL_TARGET_TYPE] = A.GUARDRAIL_TARGET_INPUT
+    attrs[A.GEN_AI_GUARDRAIL_TARGET_SUBTYPE] = A.GUARDRAIL_TARGET_TOOL_CALL
+    attrs[A.GEN_AI_GUARDRAIL_VERDICT_TYPE] = (
+        A.GUARDRAIL_MODIFY if modified else _GUARDRAIL_VERDICT[verdict]
+    )
+    action = _GUARDRAIL_ACTION.get(outcome.decision or "")
+    if action is not None:
+        attrs[A.GEN_AI_GUARDRAIL_ACTION_TYPE] = (
+            A.GUARDRAIL_MODIFY if modified and action == A.GUARDRAIL_ALLOW else action
+        )
+    if outcome.policies:
+        attrs[A.GEN_AI_GUARDRAIL_POLICY_ID] = outcome.policies[0]
+        attrs[A.POLICIES] = outcome.policies
+    if outcome.block_reason is not None:
+        attrs[A.GEN_AI_GUARDRAIL_VERDICT_REASON] = outcome.block_reason
+    if outcome.deciding_hook is not None and (verdict != "allow" or modified):
+        attrs[A.GEN_AI_GUARDRAIL_COMPONENT_NAME] = outcome.deciding_hook
+    approval = outcome.approval
+    if approval is not None:
+        attrs[A.GEN_AI_GUARDRAIL_INPUT_HASH] = approval.digest
+        attrs[A.APPROVAL_ANSWER] = approval.answer
+        if approval.by is not None:
+            attrs[A.APPROVAL_BY] = approval.by
 
 
 class Phase:

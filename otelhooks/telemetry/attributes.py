@@ -104,6 +104,41 @@ TOOL_OUTCOME: Final = "otelhooks.tool.outcome"  # a tool metric point's: allow |
 LOG_PREFIX: Final = "log."  # a log event mirrored to its span: each field as log.<field>
 LOG_LEVEL: Final = "log.level"
 
+# A decision of the before phase, with the names of the GenAI guardrail proposal
+# (open-telemetry/semantic-conventions-genai PR #427, as of commit 33c15531c6bf of its branch,
+# habibam/semantic-conventions-genai; docs/concepts/approvals.md has the table): the verdict the
+# hooks returned and the action enforced are apart; the policy that decided; the keyed digest.
+GEN_AI_GUARDRAIL_VERDICT_TYPE: Final = "gen_ai.guardrail.verdict.type"
+GEN_AI_GUARDRAIL_VERDICT_REASON: Final = "gen_ai.guardrail.verdict.reason"
+GEN_AI_GUARDRAIL_ACTION_TYPE: Final = "gen_ai.guardrail.action.type"
+GEN_AI_GUARDRAIL_COMPONENT_NAME: Final = "gen_ai.guardrail.component.name"  # the deciding hook
+GEN_AI_GUARDRAIL_TARGET_TYPE: Final = "gen_ai.guardrail.target.type"
+GEN_AI_GUARDRAIL_TARGET_SUBTYPE: Final = "gen_ai.guardrail.target.subtype"
+GEN_AI_GUARDRAIL_POLICY_ID: Final = "gen_ai.guardrail.security.policy.id"
+GEN_AI_GUARDRAIL_POLICY_RULE_ID: Final = "gen_ai.guardrail.security.policy.rule.id"
+GEN_AI_GUARDRAIL_INPUT_HASH: Final = "gen_ai.guardrail.security.content.input.hash"
+# Their well-known values otelhooks uses.
+GUARDRAIL_ALLOW: Final = "allow"
+GUARDRAIL_DENY: Final = "deny"  # a verdict
+GUARDRAIL_BLOCK: Final = "block"  # an action
+GUARDRAIL_MODIFY: Final = "modify"
+GUARDRAIL_ESCALATE: Final = "escalate"
+GUARDRAIL_TARGET_INPUT: Final = "input"
+GUARDRAIL_TARGET_TOOL_CALL: Final = "tool_call"
+# otelhooks' own names where the proposal has none.
+VERDICT: Final = "otelhooks.verdict"  # allow | block | ask | defer: the before-hooks' answer
+POLICIES: Final = "otelhooks.policies"  # every policy that decided (the proposal's id is one)
+# otelhooks' own names of an approval (the proposal has none): on the event under ``before``.
+EVENT_APPROVAL: Final = "otelhooks.approval"
+APPROVAL_REQUEST_ID: Final = "otelhooks.approval.request_id"
+APPROVAL_ID: Final = "otelhooks.approval.id"  # the approval used (single-use)
+# approve | edit | deny | timeout | failed | missing | granted
+APPROVAL_ANSWER: Final = "otelhooks.approval.answer"
+APPROVAL_BY: Final = "otelhooks.approval.by"
+APPROVAL_HOW: Final = "otelhooks.approval.how"  # terminal | store | elicitation | scripted | ...
+APPROVAL_WAIT_MS: Final = "otelhooks.approval.wait_ms"
+RESUMED_FROM: Final = "otelhooks.resumed_from"  # a resumed run's link: the run id it resumes
+
 # Span events.
 EVENT_HOOK: Final = "otelhooks.hook"
 # The GenAI event with a chat request's content (capture EVENT_ONLY or SPAN_AND_EVENT).
@@ -121,6 +156,7 @@ EVENT_PROGRESS_INDEX: Final = "otelhooks.tool.progress.index"
 DECISION_ALLOW: Final = "allow"
 DECISION_BLOCK: Final = "block"
 DECISION_SKIP: Final = "skip"
+DECISION_DEFER: Final = "defer"
 
 # Stable error.type values (besides exception class names).
 ERR_TOOL_NOT_FOUND: Final = "tool_not_found"
@@ -130,6 +166,7 @@ ERR_HOOK_TIMEOUT: Final = "hook_timeout"
 ERR_TOOL_TIMEOUT: Final = "tool_timeout"
 ERR_CANCELLED: Final = "cancelled"
 ERR_TOOL_ERROR: Final = "tool_error"  # the result says it failed (is_error), nothing raised
+ERR_APPROVER_FAILED: Final = "approver_failed"  # the approver raised or answered nonsense
 ERR_TRUNCATED: Final = "truncated"  # the model's message was cut by the token limit
 
 CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

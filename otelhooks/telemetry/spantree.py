@@ -75,6 +75,9 @@ def _plain(value: Any) -> Any:
 
 _SHOWN = (
     (A.DECISION, "decision"),
+    (A.VERDICT, "verdict"),  # shown when it is not the decision
+    (A.APPROVAL_ANSWER, "approval"),
+    (A.APPROVAL_BY, "approver"),
     (A.DECISION_HOOK, "by"),
     (A.BLOCK_REASON, "reason"),
     (A.ARGUMENTS_REWRITTEN, "rewritten"),
@@ -91,6 +94,8 @@ def _label(span: TreeSpan) -> str:
         value: Any = attrs.get(key)
         if value is None or (key == A.ARGUMENTS_REWRITTEN and not value):
             continue
+        if key == A.VERDICT and value == attrs.get(A.DECISION):
+            continue
         text = ",".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
         extras.append(f"{short}={text}")
     hooks = [a for name, a in span.events if name == A.EVENT_HOOK and a]
@@ -100,6 +105,13 @@ def _label(span: TreeSpan) -> str:
             + ",".join(
                 f"{h.get(A.EVENT_HOOK_NAME)!s}:{h.get(A.EVENT_HOOK_DECISION)!s}" for h in hooks
             )
+        )
+    approvals = [a for name, a in span.events if name == A.EVENT_APPROVAL and a]
+    for event in approvals:
+        who = event.get(A.APPROVAL_BY)
+        how = f" ({event.get(A.APPROVAL_HOW)})" if event.get(A.APPROVAL_HOW) else ""
+        extras.append(
+            f"approval={event.get(A.APPROVAL_ANSWER)!s}" + (f":{who}{how}" if who else "")
         )
     suffix = f"  [{' '.join(extras)}]" if extras else ""
     return f"{span.name}  {span.duration_ms:.2f} ms{suffix}"

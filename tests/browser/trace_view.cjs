@@ -16,7 +16,7 @@ const { chromium } = require(path.join(process.env.OTELHOOKS_BROWSER_NODE_PATH, 
 // Click until the tree shows `name` selected (the page may still be settling its first
 // selection, the root span, when the first click lands).
 async function select(page, tree, name) {
-  const deadline = Date.now() + 30000;
+  const deadline = Date.now() + 120000;
   while (Date.now() < deadline) {
     await tree.getByText(name, { exact: true }).first().click();
     await page.waitForTimeout(250);
@@ -35,7 +35,7 @@ async function main() {
   });
   try {
     const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-    page.setDefaultTimeout(30000);
+    page.setDefaultTimeout(120000);  // waits for an event; generous for a loaded machine
     await page.goto(ask.url, { waitUntil: "networkidle" });
     await page.getByText(ask.trace, { exact: true }).first().click();
     const tree = page.locator('ul[data-testid="trace-tree"]');

@@ -196,6 +196,9 @@ async def _serve(
                 if proxy.gateway.held_back(tool.name, proxy.base.key):
                     notes.append("definition changed since pinned: hidden and blocked")
                 notes.extend(proxy.guard_notes.get(tool.name, ()))
+                cedar = proxy.gateway.cedar
+                if cedar is not None:
+                    notes.append(cedar.report(tool.name) or "cedar: not keyed")
                 print(tool.name + (f" ({'; '.join(notes)})" if notes else ""), file=sys.stderr)
             return 0
         if listen is None:

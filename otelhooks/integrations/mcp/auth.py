@@ -109,6 +109,20 @@ VIA_CLAIM: Final = "otelhooks.via"
 LOCAL_STDIO: Final = Identity(subject=None, client_id="stdio-host", via="stdio")
 LOOPBACK: Final = Identity(subject=None, client_id="loopback-host", via="loopback")
 
+REQUEST_SCOPE: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "otelhooks_request_scope", default=None
+)
+"""The ASGI scope of the HTTP request being served (its ``user`` set by the token check), for
+what runs before the SDK server's middleware knows the caller."""
+
+
+def identity_in(scope: Mapping[str, Any]) -> Identity:
+    """The caller of an HTTP request: its bearer token's identity, else the loopback host."""
+    token = getattr(scope.get("user"), "access_token", None)
+    if token is None:
+        return LOOPBACK
+    return Identity.of(token, str((token.claims or {}).get(VIA_CLAIM, "jwt")))
+
 
 def _scopes(claims: Mapping[str, Any]) -> list[str]:
     scope = claims.get("scope")

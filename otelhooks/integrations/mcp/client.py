@@ -347,22 +347,7 @@ class MCPServerTools:
         max_result_bytes: int | None = None,
         trace_context: otel_context.Context | None = None,
     ) -> None:
-        self.command: list[str] | None = None  # the server's command line, as given
-        if isinstance(server, str):
-            self.url: str | None = server
-            self.params: StdioServerParameters | None = None
-        elif isinstance(server, StdioServerParameters):
-            self.url, self.params = None, server
-            self.command = [server.command, *server.args]
-        else:
-            self.command = [str(part) for part in server]
-            if not self.command:
-                raise ValueError("an MCP server command line cannot be empty")
-            self.url = None
-            launch = dies_with_parent(self.command) if die_with_parent else self.command
-            self.params = StdioServerParameters(
-                command=launch[0], args=launch[1:], env=dict(env) if env else None, cwd=cwd
-            )
+        self.url, self.params, self.command = _target(server, env, cwd, die_with_parent)
         self.start_timeout = start_timeout
         self.prefix = prefix
         self.name = name or prefix or self.url or (self.command[0] if self.command else "")
@@ -387,7 +372,7 @@ class MCPServerTools:
         self._lock = asyncio.Lock()
         self._failure: BaseException | None = None
         self._background: set[asyncio.Task[None]] = set()
-        self._span_attributes: dict[str, Any] = self._transport_attributes()
+        self._span_attributes: dict[str, Any] = _transport_attributes(self.url)
 
     # -- life --------------------------------------------------------------------------------
 
@@ -421,7 +406,7 @@ class MCPServerTools:
         if self._client is not None and self._owner is not None and not self._owner.done():
             return self._client
         if self._owner is not None and not self._owner.done():
-            await self._settle(self._owner)
+            await _settle(self._owner)
         self._failure = None
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
@@ -468,8 +453,7 @@ class MCPServerTools:
         finally:
             self._client = None
 
-    @contextlib.asynccontextmanager
-    async def _new_client(self) -> AsyncIterator[Client]:
+    def _new_client(self) -> contextlib.AbstractAsyncContextManager[Client]:
         common: dict[str, Any] = {
             "message_handler": self._on_message,
             "sampling_callback": self.sampling_callback,
@@ -480,26 +464,9 @@ class MCPServerTools:
             "cache": None,
             "mode": self.mode,
         }
-        if self.url is None:
-            assert self.params is not None
-            async with Client(self.params, **common) as client:
-                yield client
-            return
-        from mcp.client.streamable_http import streamable_http_client
-        from mcp.shared._httpx_utils import create_mcp_http_client
-
-        async def keep_session_id(response: Any) -> None:
-            session_id = response.headers.get("mcp-session-id")
-            if session_id:
-                self._span_attributes[A.MCP_SESSION_ID] = session_id
-
-        http = create_mcp_http_client(headers=self.headers or None)
-        http.event_hooks["response"].append(keep_session_id)
-        async with (
-            http,
-            Client(streamable_http_client(self.url, http_client=http), **common) as client,
-        ):
-            yield client
+        target = self.params if self.url is None else self.url
+        assert target is not None
+        return _open_client(target, self.headers, common, self._span_attributes)
 
     async def close(self) -> None:
         """Stop the connection (and the server process of a command line)."""
@@ -557,15 +524,7 @@ class MCPServerTools:
 
     async def refresh(self) -> None:
         """List the server's tools again (done by itself when the server says they changed)."""
-        client = await self._ensure()
-        listed: list[mcp_types.Tool] = []
-        cursor: str | None = None
-        for _ in range(100):  # a paginator that never ends cannot hang us
-            page = await client.list_tools(cursor=cursor, cache_mode="bypass")
-            listed.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
+        listed = await _all_tools(await self._ensure())
         old = self._tools
         if old and [t.listing for t in old.values()] == listed:
             return  # the same tools (a change announced twice, or undone)
@@ -616,18 +575,8 @@ class MCPServerTools:
             return client
         async with self._lock:
             if self._owner is not None and self._client is None:
-                await self._settle(self._owner)
+                await _settle(self._owner)
             return await self._connect_locked()
-
-    @staticmethod
-    async def _settle(owner: asyncio.Task[None]) -> None:
-        """Wait (briefly) for a dropped connection's task to finish closing it."""
-        try:
-            await asyncio.wait_for(asyncio.shield(owner), timeout=5)
-        except TimeoutError:
-            owner.cancel()
-        except BaseException:
-            pass
 
     async def call_tool(
         self,
@@ -697,18 +646,8 @@ class MCPServerTools:
             attributes[A.JSONRPC_REQUEST_ID] = str(next_id)  # no other request in between
         if ctx is not None:
             ctx.set_attributes(attributes)
-        limit = self.max_result_bytes
-        if limit is not None:
-            size = len(result.model_dump_json(by_alias=True, exclude_none=True))
-            if size > limit:
-                raise MCPToolError(
-                    f"the result of {name!r} is {size:,} bytes, more than the {limit:,} a "
-                    "message to the host may carry here (Streamable HTTP events are limited to "
-                    "1 MiB by most clients); ask for less, or serve with http_responses = "
-                    '"json"',
-                    error_type=RESULT_TOO_LARGE,
-                    attributes=attributes,
-                )
+        if self.max_result_bytes is not None:
+            _check_size(result, self.max_result_bytes, name, attributes)
         return result
 
     def _drop(self) -> None:
@@ -758,15 +697,103 @@ class MCPServerTools:
         except Exception:
             logger.warning("refreshing the tools of MCP server %r failed", self.name, exc_info=True)
 
-    def _transport_attributes(self) -> dict[str, Any]:
-        if self.url is None:
-            return {A.NETWORK_TRANSPORT: "pipe"}
-        parts = urlsplit(self.url)
-        attributes: dict[str, Any] = {A.NETWORK_TRANSPORT: "tcp"}
-        if parts.hostname:
-            attributes[A.SERVER_ADDRESS] = parts.hostname
-            attributes[A.SERVER_PORT] = parts.port or (443 if parts.scheme == "https" else 80)
-        return attributes
+
+def _target(
+    server: ServerTarget, env: Mapping[str, str] | None, cwd: str | None, die: bool
+) -> tuple[str | None, StdioServerParameters | None, list[str] | None]:
+    """(URL, stdio parameters, the command line as given) of a server target."""
+    if isinstance(server, str):
+        return server, None, None
+    if isinstance(server, StdioServerParameters):
+        return None, server, [server.command, *server.args]
+    command = [str(part) for part in server]
+    if not command:
+        raise ValueError("an MCP server command line cannot be empty")
+    launch = dies_with_parent(command) if die else command
+    params = StdioServerParameters(
+        command=launch[0], args=launch[1:], env=dict(env) if env else None, cwd=cwd
+    )
+    return None, params, command
+
+
+@contextlib.asynccontextmanager
+async def _open_client(
+    target: str | StdioServerParameters,
+    headers: Mapping[str, str],
+    common: dict[str, Any],
+    span_attributes: dict[str, Any],
+) -> AsyncIterator[Client]:
+    """An ``mcp.Client`` over stdio, or over Streamable HTTP (its session id kept in
+    ``span_attributes``)."""
+    if isinstance(target, StdioServerParameters):
+        async with Client(target, **common) as client:
+            yield client
+        return
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async def keep_session_id(response: Any) -> None:
+        session_id = response.headers.get("mcp-session-id")
+        if session_id:
+            span_attributes[A.MCP_SESSION_ID] = session_id
+
+    http = create_mcp_http_client(headers=dict(headers) or None)
+    http.event_hooks["response"].append(keep_session_id)
+    async with (
+        http,
+        Client(streamable_http_client(target, http_client=http), **common) as client,
+    ):
+        yield client
+
+
+def _transport_attributes(url: str | None) -> dict[str, Any]:
+    if url is None:
+        return {A.NETWORK_TRANSPORT: "pipe"}
+    parts = urlsplit(url)
+    attributes: dict[str, Any] = {A.NETWORK_TRANSPORT: "tcp"}
+    if parts.hostname:
+        attributes[A.SERVER_ADDRESS] = parts.hostname
+        attributes[A.SERVER_PORT] = parts.port or (443 if parts.scheme == "https" else 80)
+    return attributes
+
+
+async def _settle(owner: asyncio.Task[None]) -> None:
+    """Wait (briefly) for a dropped connection's task to finish closing it."""
+    try:
+        await asyncio.wait_for(asyncio.shield(owner), timeout=5)
+    except TimeoutError:
+        owner.cancel()
+    except BaseException:
+        pass
+
+
+async def _all_tools(client: Client) -> list[mcp_types.Tool]:
+    """The server's tools, every page (a paginator that never ends is cut off at 100)."""
+    listed: list[mcp_types.Tool] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+        listed.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return listed
+
+
+def _check_size(
+    result: mcp_types.CallToolResult, limit: int, name: str, attributes: Mapping[str, Any]
+) -> None:
+    """A result of more than ``limit`` bytes (as JSON) refused."""
+    size = len(result.model_dump_json(by_alias=True, exclude_none=True))
+    if size > limit:
+        raise MCPToolError(
+            f"the result of {name!r} is {size:,} bytes, more than the {limit:,} a "
+            "message to the host may carry here (Streamable HTTP events are limited to "
+            "1 MiB by most clients); ask for less, or serve with http_responses = "
+            '"json"',
+            error_type=RESULT_TOO_LARGE,
+            attributes=attributes,
+        )
 
 
 def _first_message(exc: BaseException) -> str:

@@ -26,7 +26,7 @@ import warnings
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import mcp.types as mcp_types
 import structlog
@@ -48,12 +48,15 @@ from ...core import (
     ToolExecutor,
     ToolResult,
 )
+from ...core.approvals import CallIdentity
 from ...telemetry import attributes as A
 from ...telemetry.content import capture_from_env
 from ...telemetry.instruments import Instruments
 from .access import CALLER, EVERYTHING, Caller, Grant, IdentityRules
 from .auth import Identity
+from .cedar import GatewayCedar
 from .client import rebuilt_result, wire_result
+from .host_approval import gateway_approvals
 from .pinning import Pinning, open_pins, upstream_key
 from .policy import ProxyPolicy, UpstreamConfig
 from .records import CallerRecords, RecordsError
@@ -173,6 +176,8 @@ class Gateway:
         self.identity_attributes = self.records.identity_attributes
         self.log_fields = self.records.log_fields
         self.durable = self.records.durable
+        self.cedar = GatewayCedar.of(self.policy)
+        self.approvals = gateway_approvals(self.policy, self.pinning)
         self.guards: list[Any] = []  # the argument guards, for their notes and URL upstreams
         self.guard_notes: dict[str, list[str]] = {}  # tool -> what its guards leave unchecked
         self.hooks = self._hooks(hooks)
@@ -202,15 +207,17 @@ class Gateway:
         return Pinning(store, approved=config.approve, new_tools=config.new_tools)
 
     def _hooks(self, extra: Iterable[Any]) -> Hooks:
-        """Pinning first (a changed tool never runs), then the identity rules, redaction, the
-        policy's hooks and the caller's own; observers: the caller's attributes on the span, the
-        structlog event, the audit line."""
+        """Pinning first (a changed tool never runs), then the identity rules, the Cedar
+        policies, redaction, the policy's hooks and the caller's own; observers: the caller's
+        attributes on the span, the structlog event, the audit line."""
         hooks = Hooks()
         policy = self.policy
         if self.pinning is not None:
             hooks.add(self.pinning)
         if self.identity_rules is not None:
             hooks.add(self.identity_rules)
+        if self.cedar is not None:
+            hooks.add(self.cedar.hook)
         if policy.redaction:
             hooks.add(RedactionHook(policy.redactor))
         for spec in policy.hook_specs():
@@ -258,6 +265,8 @@ class Gateway:
             if remote and lexical_for is not None:
                 lexical_for(remote)
         specs = uset.registry.specs()
+        if self.cedar is not None:
+            self.cedar.bind_refs(uset.refs)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ToolCheckWarning)
             try:
@@ -280,9 +289,7 @@ class Gateway:
         upstream (its name and command or URL); what a review holds back is kept per set
         (``uset.key``, on the caller of each call as ``upstream_set``), and forgotten with
         it."""
-        if self.pinning is None:
-            return
-        if uset not in self._reviewed:
+        if self.pinning is not None and uset not in self._reviewed:
             self._reviewed.add(uset)
             weakref.finalize(uset, self.pinning.forget, uset.key)
         for config in self.configs:
@@ -299,7 +306,10 @@ class Gateway:
         tools: Iterable[tuple[str, mcp_types.Tool]],
     ) -> None:
         """Check one upstream's listing (served name, listing) against the pins, as the
-        upstream set ``owner`` (its key) sees it."""
+        upstream set ``owner`` (its key) sees it, and key its tools for the Cedar policies."""
+        tools = list(tools)
+        if self.cedar is not None:
+            self.cedar.bind_listing(config.name, tools)
         if self.pinning is not None:
             key = upstream_key(config.name, config.url or " ".join(config.command))
             self.pinning.review(key, tools, owner=owner)
@@ -360,6 +370,25 @@ class Gateway:
                 listed.append(entry.listing.model_copy(update={"name": entry.name}))
         return listed
 
+    def cedar_refusal(
+        self, caller: Caller, kind: Literal["resource", "prompt"], upstream: str, target: str
+    ) -> str | None:
+        """Why the Cedar policies refuse ``caller`` the resource read or prompt ``target`` of
+        ``upstream`` (``None``: permitted, or no ``[cedar]``)."""
+        return None if self.cedar is None else self.cedar.refusal(caller, kind, upstream, target)
+
+    def tool_schema(self, grant: Grant, uset: UpstreamSet, name: str) -> dict[str, Any] | None:
+        """The input schema of the tool ``uset`` serves as ``name``, when
+        :meth:`visible_tools` shows it to a caller with ``grant`` (``None`` otherwise)."""
+        ref = uset.refs.get(name)
+        if ref is None or not self.shows_tool(grant, name) or self.held_back(name, uset.key):
+            return None
+        server = uset.servers.get(ref.upstream)
+        for entry in server.listings if server is not None else ():
+            if entry.name == name:
+                return entry.listing.input_schema
+        return None
+
     # -- a call ------------------------------------------------------------------------------
 
     async def call_tool(
@@ -385,8 +414,17 @@ class Gateway:
         token = CALLER.set(caller)
         bound = structlog.contextvars.bind_contextvars(**self.log_fields(caller.identity))
         try:
+            asking = CallIdentity(
+                self.policy.name,
+                run_id,
+                caller.identity.principal if caller.identity is not None else None,
+            )
             prepared = await executor.prepare(
-                call, context=context, timeout=self.timeout_for(name), links=links
+                call,
+                context=context,
+                timeout=self.timeout_for(name),
+                links=links,
+                identity=asking,
             )
             if name not in executor.registry or not self.shows_tool(grant, name):
                 # The policy's own hooks block it (their reason is on the span and in the audit

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from .auth import noting_refusal
+from .auth import REQUEST_SCOPE, noting_refusal
 
 logger = logging.getLogger("otelhooks.mcp.proxy")
 
@@ -70,6 +70,13 @@ class Admission:
         self.release = release
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        token = REQUEST_SCOPE.set(scope)
+        try:
+            await self._admitted(scope, receive, send)
+        finally:
+            REQUEST_SCOPE.reset(token)
+
+    async def _admitted(self, scope: Any, receive: Any, send: Any) -> None:
         if not opens_session(scope):
             await self.app(scope, receive, send)
             return

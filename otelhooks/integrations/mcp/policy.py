@@ -31,6 +31,12 @@
     import = "my_package.hooks:AuditHook"   # an object, or a class/factory called with args
     args = { level = "info" }
 
+    [cedar]                           # Cedar policies (the `cedar` extra): the same files as
+    policies = "policies.cedar"       # otelhooks.builtin.CedarPolicy in-process
+    entities = "entities.json"        # optional: Cedar's JSON entities (users, groups...)
+    schema = "schema.cedarschema.json"  # optional: merged into the generated schema
+    approval_timeout = 300            # seconds an asked call waits for its approval
+
 A file with an error is refused as a whole with :class:`PolicyError` naming the file, the line
 and the problem: an unknown key, a value of the wrong type, a regex that does not compile, a hook
 that cannot be imported. Nothing is ever half-loaded into an allow-all proxy. Relative paths in it
@@ -75,6 +81,8 @@ DEFAULT_MAX_SESSIONS: Final = 64
 """Upstream sessions (each a process per stdio upstream) open at once, in all."""
 DEFAULT_MAX_SESSIONS_PER_IDENTITY: Final = 8
 """Upstream sessions open at once for one identity."""
+DEFAULT_APPROVAL_TIMEOUT: Final = 300.0
+"""Seconds a call Cedar asks an approval for waits for it (then it is blocked)."""
 DEFAULT_HEADER_TIMEOUT: Final = 10.0
 """Seconds a client has to send a request's headers (and each part of its body)."""
 BASE_ENVIRONMENT: Final = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
@@ -198,6 +206,18 @@ class StoreConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class CedarConfig:
+    """``[cedar]``: Cedar policies, optional entities and schema (loaded and checked when the
+    file is read; validated against the tools' schemas at start)."""
+
+    policies: str
+    entities: str | None = None
+    schema: str | None = None
+    approval_timeout: float = DEFAULT_APPROVAL_TIMEOUT
+    engine: Any = None  # the CedarEngine the files were loaded into
+
+
+@dataclass(frozen=True, slots=True)
 class HttpConfig:
     """``[http]``: the Streamable HTTP listener (``--listen``)."""
 
@@ -237,6 +257,7 @@ class ProxyPolicy:
     pinning: PinningConfig = field(default_factory=PinningConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     http: HttpConfig = field(default_factory=HttpConfig)
+    cedar: CedarConfig | None = None
 
     def hook_specs(self) -> list[HookSpec]:
         """Every hook the policy asks for, in the order they run: deny, allow, then the guards,
@@ -487,6 +508,11 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
     pinning = _pinning(_Reader(loader, top.get("pinning", dict, {}), ("pinning", 0)), base)
     store = _store(_Reader(loader, top.get("store", dict, {}), ("store", 0)), base)
     http = _http(_Reader(loader, top.get("http", dict, {}), ("http", 0)))
+    cedar = (
+        _cedar(_Reader(loader, top.get("cedar", dict), ("cedar", 0)), base)
+        if "cedar" in top.table
+        else None
+    )
     top.done("the policy")
     if audit is not None and audit.key_env:
         for index, upstream in enumerate(upstreams):
@@ -525,6 +551,7 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
         pinning=pinning,
         store=store,
         http=http,
+        cedar=cedar,
     )
 
 
@@ -678,6 +705,29 @@ def _pinning(r: _Reader, base: Path) -> PinningConfig:
         if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
             raise r.fail("approve", f"approve.{tool} must be sha256: and 64 hex digits")
     return config
+
+
+def _cedar(r: _Reader, base: Path) -> CedarConfig:
+    def path(key: str) -> str | None:
+        value = r.get(key, str)
+        return str(base / os.path.expanduser(value)) if value else None
+
+    policies, entities, schema = path("policies"), path("entities"), path("schema")
+    timeout = r.number("approval_timeout") or DEFAULT_APPROVAL_TIMEOUT
+    r.done("[cedar]")
+    if policies is None:
+        raise r.fail(None, "[cedar] needs policies, the .cedar file")
+    try:
+        from ...builtin.cedar_engine import CedarEngine
+    except ImportError:
+        raise r.fail(None, "[cedar] needs cedarpy: pip install 'otelhooks[cedar]'") from None
+    from ...builtin.cedar_source import CedarError
+
+    try:
+        engine = CedarEngine(policies, entities, schema)
+    except CedarError as exc:  # the Cedar file's own place
+        raise PolicyError(exc.path, exc.line, exc.problem) from None
+    return CedarConfig(policies, entities, schema, timeout, engine)
 
 
 def _http(r: _Reader) -> HttpConfig:

@@ -34,7 +34,8 @@ from .auth import LOOPBACK, VIA_CLAIM, GatewayVerifier, Identity
 from .gateway import Gateway, ProxyStartError, Refused
 from .http import RESERVATION, new_reservation
 from .policy import ProxyPolicy, UpstreamConfig
-from .server import SDKServer, connection_of, identity_of
+from .server import SDKServer, identity_of
+from .server_hosts import connection_of
 from .upstreams import SessionLimit, UpstreamSet
 
 __all__ = ["MCPProxy", "ProxyStartError", "is_loopback"]

@@ -154,6 +154,7 @@ class CallerRecords:
         self.refusals = LoginRefusals(self._login_refused if self.audit is not None else None)
         self.pseudonym_key = pseudonym_key(policy, self.audit)
         self._log_fields: dict[Identity, dict[str, Any]] = {}
+        self._identity_attributes: dict[Identity, Mapping[str, Any]] = {}
         self._background: set[asyncio.Future[Any]] = set()
 
     async def durable(self) -> None:
@@ -183,11 +184,21 @@ class CallerRecords:
 
     # -- the caller on telemetry ------------------------------------------------------------
 
-    def identity_attributes(self, identity: Identity | None) -> dict[str, Any]:
+    def identity_attributes(self, identity: Identity | None) -> Mapping[str, Any]:
         """The identity as telemetry shows it: plain, a keyed pseudonym, or nothing (``[auth]
-        identity_in_telemetry``; a proxy without ``[auth]`` shows how the host came in)."""
+        identity_in_telemetry``; a proxy without ``[auth]`` shows how the host came in). Made
+        once per identity (an identity is immutable, and so are the policy and the key)."""
         if identity is None:
             return {}
+        found = self._identity_attributes.get(identity)
+        if found is None:
+            found = self._attributes_of(identity)
+            if len(self._identity_attributes) >= 4096:  # bounded: identities come from tokens
+                self._identity_attributes.clear()
+            self._identity_attributes[identity] = found
+        return found
+
+    def _attributes_of(self, identity: Identity) -> dict[str, Any]:
         mode = self.policy.auth.identity_in_telemetry if self.policy.auth else "plain"
         attrs: dict[str, Any] = {A.IDENTITY_VIA: identity.via}
         if mode == "plain":

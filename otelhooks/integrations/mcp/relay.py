@@ -36,15 +36,10 @@ JSON-RPC error) and is started again, handshake replayed, on the host's next mes
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import json
 import logging
-import os
-import signal
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, Final
 
@@ -55,32 +50,21 @@ from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
-from ...core import (
-    DEFAULT_TOOL_TIMEOUT,
-    ToolContext,
-    ToolExecutor,
-    ToolOutput,
-    ToolRegistry,
-    make_tool,
-)
 from ...telemetry import attributes as A
-from .access import CALLER, Caller
+from .access import CALLER, Caller, Grant
 from .auth import LOCAL_STDIO
 from .client import (
-    CONNECTION_ERROR,
     MCPToolError,
-    dies_with_parent,
-    output_of,
-    strict_schema,
 )
 from .gateway import (
     NOTIFICATIONS,
-    RESOURCE_NOT_FOUND,
     Gateway,
-    Refused,
 )
-from .naming import exposed_name
+from .host_approval import HOST, HostAsk, declares_form, host_label
 from .policy import UpstreamConfig
+from .relay_host import OwnRequests, target_refused
+from .relay_link import Pending, UpstreamLink, UpstreamProcess, dumps
+from .relay_tools import HOST_REQUEST, RelayTools
 from .session_trace import CALLS
 from .upstreams import narrow_roots
 
@@ -96,108 +80,9 @@ SCRUBBED: Final = frozenset(
     }
 )
 """Requests whose results reach the host redacted."""
-MAX_PAGES: Final = 100
-"""Pages of the server's tool listing read: a paginator that never ends is cut off there."""
-STOP_GRACE: Final = 2.0
-"""Seconds a server has to exit after its stdin closes, before its process group is ended."""
-
-_PRIVATE: Final = "otelhooks-relay-"  # the prefix of the ids of the relay's own requests
 _NO_ID: Final = object()
 _VERSION: Final = "io.modelcontextprotocol/protocolVersion"  # in _meta: the 2026-07-28 era
 _CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
-
-_HOST_REQUEST: contextvars.ContextVar[tuple[Any, dict[str, Any] | None]] = contextvars.ContextVar(
-    "otelhooks_relay_request"
-)
-
-Answer = Callable[[dict[str, Any]], Awaitable[None] | None]
-
-
-def dumps(message: Any) -> bytes:
-    """One JSON-RPC message as a line."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-
-
-@dataclass
-class _Pending:
-    """A request sent upstream whose answer the relay handles: a call's future, or the span to
-    end and what to do with the answer before the host gets it."""
-
-    future: asyncio.Future[dict[str, Any]] | None = None
-    span: Span | None = None
-    answer: Answer | None = None
-
-
-@dataclass
-class _Listing:
-    """The server's tools as the relay last listed them: registered name -> listing (JSON)."""
-
-    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
-    upstream_names: dict[str, str] = field(default_factory=dict)  # registered -> the server's
-
-
-class UpstreamProcess:
-    """One server process with its stdin and stdout as asyncio streams, in a process group of
-    its own that :meth:`stop` ends."""
-
-    def __init__(self, config: UpstreamConfig, env: dict[str, str] | None = None) -> None:
-        self.config = config
-        self.env = env if env is not None else config.environment()
-        self.process: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        """Start the server (its stderr is the proxy's) with its allowlisted environment."""
-        command = dies_with_parent(self.config.command)
-        env = self.env
-        self.process = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            env=env,
-            cwd=self.config.cwd,
-            start_new_session=True,
-            limit=1 << 30,
-        )
-
-    def send(self, line: bytes) -> None:
-        """Queue ``line`` for the server (lost when it is gone)."""
-        process = self.process
-        if process is not None and process.stdin is not None and not process.stdin.is_closing():
-            process.stdin.write(line)
-
-    async def readline(self) -> bytes:
-        """The server's next line (empty when it closed stdout)."""
-        process = self.process
-        if process is None or process.stdout is None:
-            return b""
-        try:
-            return await process.stdout.readline()
-        except (OSError, ValueError):
-            return b""
-
-    async def stop(self) -> None:
-        """Close the server's stdin, give it :data:`STOP_GRACE` seconds, then end its process
-        group (SIGTERM, then SIGKILL)."""
-        process = self.process
-        if process is None:
-            return
-        if process.stdin is not None:
-            with contextlib.suppress(Exception):
-                process.stdin.close()
-        for signum in (None, signal.SIGTERM, signal.SIGKILL):
-            if signum is not None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signum)
-            try:
-                await asyncio.wait_for(process.wait(), STOP_GRACE)
-                break
-            except TimeoutError:
-                continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)  # what the server left running
-        transport = getattr(process, "_transport", None)
-        if transport is not None:  # closed now, not when collected after its loop is gone
-            transport.close()
 
 
 class StdioRelay:
@@ -216,33 +101,17 @@ class StdioRelay:
         self.config = config
         self.reader = reader
         self.writer = writer
-        self.prefix = config.prefix
-        self.registry = ToolRegistry()
-        self.executor = ToolExecutor(
-            self.registry,
-            gateway.hooks,
-            tool_timeout=self.policy.timeout or DEFAULT_TOOL_TIMEOUT,
-            recorder=gateway.recorder,
-        )
         self.tracer = gateway.tracer
-        self.upstream: UpstreamProcess | None = None
-        self.listing = _Listing()
         self.protocol_version: str | None = None
-        self._pending: dict[Any, _Pending] = {}
         self._calls: dict[Any, asyncio.Task[None]] = {}
-        self._cancelled: set[Any] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._init_params: dict[str, Any] | None = None
-        self._initialized = False
-        self._host_meta: dict[str, Any] | None = None  # 2026-07-28: who the host says it is
+        self._offered: dict[str, Any] | None = None  # the host's initialize, as sent upstream
         self._host_roots = False  # the host said it answers roots
         self._asked: dict[Any, str] = {}  # the server's requests to the host, by id
-        self._progress: dict[Any, ToolContext] = {}  # progress token -> the call's context
-        self._listing: asyncio.Future[None] | None = None
+        self.own = OwnRequests(self._to_host)  # the relay's own requests to the host
+        self._host_form = False  # the host declared form elicitation
         self._session: otel_context.Context | None = None
-        self._next_id = 0
-        self._reading: asyncio.Task[None] | None = None
-        self._starting: asyncio.Lock = asyncio.Lock()
+        self.link = UpstreamLink(config, lambda: gateway.environment(config), self, self._spawn)
         self.run_id = uuid.uuid4().hex
         self.key = uuid.uuid4().hex  # the relay's one server, as an upstream set of its own
         self.caller = Caller(
@@ -253,6 +122,7 @@ class StdioRelay:
             grant=gateway.grant(LOCAL_STDIO),
             upstream_set=self.key,
         )
+        self.tools = RelayTools(gateway, config, self.link, self.caller)
         self._log_fields = gateway.log_fields(LOCAL_STDIO)
 
     # -- life --------------------------------------------------------------------------------
@@ -263,43 +133,16 @@ class StdioRelay:
         caller = CALLER.set(self.caller)
         bound = structlog.contextvars.bind_contextvars(**self._log_fields)
         try:
-            await self._ensure_upstream()
+            await self.link.ensure()
             while line := await self.reader.readline():
                 await self._from_host(line)
         finally:
             for task in list(self._tasks):
                 task.cancel()
             await asyncio.gather(*self._tasks, return_exceptions=True)
-            await self._stop_upstream()
+            await self.link.stop()
             structlog.contextvars.reset_contextvars(**bound)
             CALLER.reset(caller)
-
-    async def _ensure_upstream(self) -> UpstreamProcess:
-        """The live server, started (and, after the first handshake, initialized with the
-        host's own ``initialize``) when there is none."""
-        live = self.upstream
-        if live is not None:
-            return live
-        async with self._starting:
-            if self.upstream is not None:
-                return self.upstream
-            started = UpstreamProcess(self.config, self.gateway.environment(self.config))
-            await started.start()
-            self.upstream = started
-            self._reading = self._spawn(self._from_upstream(started))
-            if self._init_params is not None:
-                logger.info("starting upstream %r again", self.config.name)
-                await self._request("initialize", self._init_params)
-                if self._initialized:
-                    started.send(dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            return started
-
-    async def _stop_upstream(self) -> None:
-        upstream, self.upstream = self.upstream, None
-        if upstream is not None:
-            await upstream.stop()
-        if self._reading is not None:
-            self._reading.cancel()
 
     def _spawn(self, work: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(work)
@@ -309,6 +152,21 @@ class StdioRelay:
 
     def _to_host(self, message: Any) -> None:
         self.writer.write(message if isinstance(message, bytes) else dumps(message))
+
+    # -- what the link hands over --------------------------------------------------------------
+
+    def not_json(self, line: bytes) -> None:
+        """A line from the upstream that is not JSON: passed to the host as it came."""
+        self._to_host(line)
+
+    async def drain(self) -> None:
+        """Wait until the host's stream has taken what was written to it."""
+        await self.writer.drain()
+
+    def request_gone(self, request_id: Any, pending: Pending, text: str) -> None:
+        """Answer the host's pending request with a connection-closed error (its upstream went
+        away)."""
+        self._answer_error(request_id, pending.span, mcp_types.CONNECTION_CLOSED, text)
 
     # -- from the host -----------------------------------------------------------------------
 
@@ -333,11 +191,19 @@ class StdioRelay:
                 None, None, mcp_types.INVALID_REQUEST, "a request id is a string or a number"
             )
             return
-        upstream = await self._ensure_upstream()
+        try:
+            upstream = await self.link.ensure()
+        except MCPToolError as unstarted:
+            logger.warning("%s", unstarted)
+            if request_id is not _NO_ID and "method" in message:
+                self._answer_error(request_id, None, mcp_types.CONNECTION_CLOSED, str(unstarted))
+            return
         if "method" not in message:
+            if self.own.answered(request_id, message):  # an answer to the relay's own request
+                return
             asked = self._asked.pop(request_id, None) if request_id is not _NO_ID else None
             if asked == "roots/list":
-                upstream.send(dumps(self._narrowed(message)))
+                upstream.send(dumps(_narrowed(message, self.config.roots)))
             else:
                 upstream.send(line)  # the host's answer to a request of the server's
             return
@@ -348,7 +214,7 @@ class StdioRelay:
             if b'"tasks"' in line:
                 message, line = _tasks_dropped(message)
                 meta = message["params"]["_meta"]
-            self._host_meta = meta
+            self.link.meta = meta
             version = meta.get(_VERSION)
             self.protocol_version = version if isinstance(version, str) else None
         if request_id is _NO_ID:
@@ -358,7 +224,9 @@ class StdioRelay:
         assert grant is not None
         refused = self.gateway.refusal(grant, method)
         if refused is None:
-            refused = self._target_refused(method, params)
+            refused = target_refused(
+                self.gateway, self.caller, self.config, method, _target(params)
+            )
         if refused is not None:
             span = self._server_span(method, message)
             with trace.use_span(span, end_on_exit=True):
@@ -372,7 +240,7 @@ class StdioRelay:
         elif method == "tools/list":
             span = self._server_span(method, message)
             paged = isinstance(params, dict) and bool(params.get("cursor"))
-            self._pending[request_id] = _Pending(
+            self.link.pending[request_id] = Pending(
                 span=span, answer=lambda answer: self._listed_to_host(answer, paged)
             )
             upstream.send(line)
@@ -383,24 +251,12 @@ class StdioRelay:
             answer = (
                 (lambda answer, method=method: self._scrub_answer(answer, method))
                 if method in SCRUBBED
-                else self._discovered
+                else self._discover_answer
                 if method == "server/discover"
                 else None
             )
-            self._pending[request_id] = _Pending(span=span, answer=answer)
+            self.link.pending[request_id] = Pending(span=span, answer=answer)
             upstream.send(line)
-
-    def _target_refused(self, method: str, params: Any) -> Refused | None:
-        """A resource or prompt the caller may not use, refused as if it did not exist."""
-        grant = self.caller.grant
-        assert grant is not None
-        target = _target(params)
-        if method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
-            if target is None or not grant.resource(target):
-                return Refused(RESOURCE_NOT_FOUND, f"Resource not found: {str(target)[:200]}")
-        elif method == "prompts/get" and (target is None or not grant.prompt(target)):
-            return Refused(mcp_types.INVALID_PARAMS, f"Unknown prompt: {str(target)[:100]!r}")
-        return None
 
     def _notification(
         self, upstream: UpstreamProcess, method: str, message: dict[str, Any], line: bytes
@@ -414,13 +270,13 @@ class StdioRelay:
             return
         upstream.send(line)
         if method == "notifications/initialized":
-            self._initialized = True
+            self.link.initialized = True
         elif method == "notifications/cancelled":
             params = message.get("params")
             request_id = params.get("requestId") if isinstance(params, dict) else None
             call = self._calls.get(request_id)
             if call is not None:
-                self._cancelled.add(request_id)  # the server was told by the host itself
+                self.tools.cancelled.add(request_id)  # the server was told by the host itself
                 call.cancel()
 
     def _initialize(
@@ -431,23 +287,33 @@ class StdioRelay:
             capabilities = params.get("capabilities")
             if isinstance(capabilities, dict):
                 self._host_roots = "roots" in capabilities
+                self._host_form = declares_form(capabilities)
                 declared = _without_tasks(capabilities)
                 declared.pop("roots", None)
                 if self.config.roots:  # the server may ask; the relay answers (narrowed)
                     declared["roots"] = {}
                 params = {**params, "capabilities": declared}
                 message = {**message, "params": params}
-            self._init_params = params
+            self._offered = params
         span = self._server_span("initialize", message, session_level=False)
         self._session = trace.set_span_in_context(span)
-        self._pending[request_id] = _Pending(span=span, answer=self._initialized_answer)
+        self.link.pending[request_id] = Pending(span=span, answer=self._initialized_answer)
         upstream.send(dumps(message))
 
     def _initialized_answer(self, message: dict[str, Any]) -> None:
         result = message.get("result")
         if isinstance(result, dict):
+            # Replayed on a restart only once accepted: an initialize the server refused (a
+            # host that fell back to the handshake after a slow server/discover, on a server
+            # already in the 2026-07-28 era) would put the next server in the wrong era.
+            self.link.handshake = self._offered
             version = result.get("protocolVersion")
             self.protocol_version = version if isinstance(version, str) else None
+        self._discovered(message)
+
+    def _discover_answer(self, message: dict[str, Any]) -> None:
+        if isinstance(message.get("result"), dict):
+            self.link.handshake = None  # the 2026-07-28 era: each request carries its envelope
         self._discovered(message)
 
     def _discovered(self, message: dict[str, Any]) -> None:
@@ -462,37 +328,15 @@ class StdioRelay:
     async def _scrub_answer(self, message: dict[str, Any], method: str) -> None:
         result = message.get("result")
         if isinstance(result, dict):
-            result = self._filtered(method, result)
+            grant = self.caller.grant
+            assert grant is not None
+            result = _filtered(grant, method, result)
             message["result"] = self.gateway.scrub_data(result, "result")
         self._to_host(message)
 
-    def _filtered(self, method: str, result: dict[str, Any]) -> dict[str, Any]:
-        """A listing cut to what the caller may see."""
-        grant = self.caller.grant
-        assert grant is not None
-        if grant.everything:
-            return result
-        if method == "resources/list" and isinstance(result.get("resources"), list):
-            items = [r for r in result["resources"] if grant.resource(str(r.get("uri")))]
-            return {**result, "resources": items}
-        if method == "resources/templates/list" and isinstance(
-            result.get("resourceTemplates"), list
-        ):
-            templates = [
-                t for t in result["resourceTemplates"] if grant.resource(str(t.get("uriTemplate")))
-            ]
-            return {**result, "resourceTemplates": templates}
-        if method == "prompts/list" and isinstance(result.get("prompts"), list):
-            prompts = [p for p in result["prompts"] if grant.prompt(str(p.get("name")))]
-            return {**result, "prompts": prompts}
-        return result
-
     # -- roots -------------------------------------------------------------------------------
 
-    def _roots(self) -> list[dict[str, str]]:
-        return [{"uri": Path(root).as_uri()} for root in self.config.roots]
-
-    def _server_asks_roots(self, message: dict[str, Any]) -> None:
+    def _server_asks_roots(self, message: dict[str, Any], upstream: UpstreamProcess) -> None:
         """The server's ``roots/list``: to the host when it answers roots (its answer is
         narrowed on the way back), else answered here from the configuration."""
         request_id = message.get("id")
@@ -500,19 +344,12 @@ class StdioRelay:
             self._asked[request_id] = "roots/list"
             self._to_host(message)
             return
-        answer = {"jsonrpc": "2.0", "id": request_id, "result": {"roots": self._roots()}}
-        if self.upstream is not None:
-            self.upstream.send(dumps(answer))
-
-    def _narrowed(self, answer: dict[str, Any]) -> dict[str, Any]:
-        """The host's answer to ``roots/list`` with only the roots inside configured ones
-        (the configured ones when none is left)."""
-        result = answer.get("result")
-        given = result.get("roots") if isinstance(result, dict) else None
-        uris = [str(r.get("uri")) for r in given if isinstance(r, dict)] if given else []
-        kept = narrow_roots(uris, self.config.roots)
-        roots = [{"uri": uri} for uri in kept] or self._roots()
-        return {"jsonrpc": "2.0", "id": answer.get("id"), "result": {"roots": roots}}
+        answer = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": {"roots": _roots(self.config.roots)},
+        }
+        upstream.send(dumps(answer))
 
     # -- tools -------------------------------------------------------------------------------
 
@@ -523,91 +360,14 @@ class StdioRelay:
         tools = result.get("tools") if isinstance(result, dict) else None
         if isinstance(result, dict) and isinstance(tools, list):
             whole = not paged and not result.get("nextCursor")
-            registered = self._register([t for t in tools if isinstance(t, dict)], whole=whole)
+            registered = self.tools.register([t for t in tools if isinstance(t, dict)], whole=whole)
             shown = [
                 data if data.get("name") == name else {**data, "name": name}
                 for name, data in registered
-                if self._shown(name)
+                if self.tools.shown(name)
             ]
             message["result"] = {**result, "tools": shown}
         self._to_host(message)
-
-    def _shown(self, name: str) -> bool:
-        grant = self.caller.grant
-        assert grant is not None
-        return self.gateway.shows_tool(grant, name) and not self.gateway.held_back(name, self.key)
-
-    async def _known(self, name: str) -> None:
-        """List the server's tools when ``name`` is not one of those known (a host that calls
-        without listing first)."""
-        if name in self.listing.upstream_names:
-            return
-        if self._listing is None or self._listing.done():
-            self._listing = asyncio.ensure_future(self._list_upstream())
-        with contextlib.suppress(Exception):
-            await asyncio.shield(self._listing)
-
-    async def _list_upstream(self) -> None:
-        """List the server's tools (every page) and register them; also after the server
-        announced a change."""
-        listed: list[dict[str, Any]] = []
-        cursor: str | None = None
-        for _ in range(MAX_PAGES):  # a paginator that never ends cannot hang us
-            page = await self._request("tools/list", {"cursor": cursor} if cursor else {})
-            tools = page.get("tools")
-            if isinstance(tools, list):
-                listed.extend(t for t in tools if isinstance(t, dict))
-            cursor = page.get("nextCursor")
-            if not cursor:
-                break
-        self._register(listed, whole=True)
-
-    def _register(
-        self, listed: list[dict[str, Any]], *, whole: bool
-    ) -> list[tuple[str, dict[str, Any]]]:
-        """Register the tools of a listing (``whole``: all of them, so that tools gone are
-        removed) and review them against the pins; (registered name, listing) of each."""
-        models: list[tuple[str, mcp_types.Tool]] = []
-        out: list[tuple[str, dict[str, Any]]] = []
-        listing = _Listing() if whole else self.listing
-        for data in listed:
-            try:
-                model = mcp_types.Tool.model_validate(data)
-            except ValueError:
-                logger.warning(
-                    "upstream %r listed a malformed tool: %.200s", self.config.name, data
-                )
-                continue
-            registered = exposed_name(model.name, self.prefix)
-            listing.tools[registered] = data
-            listing.upstream_names[registered] = model.name
-            models.append((registered, model))
-            out.append((registered, data))
-        if whole:
-            for name in self.listing.tools:
-                if name not in listing.tools:
-                    self.registry.remove(name)
-            self.listing = listing
-        for registered, model in models:
-            self.registry.add(self._make_tool(registered, model))
-        self.gateway.review_listing(self.key, self.config, models)
-        return out
-
-    def _make_tool(self, registered: str, listing: mcp_types.Tool) -> Any:
-        upstream = listing.name
-
-        async def call(ctx: ToolContext, **arguments: Any) -> ToolOutput:
-            return await self._call_upstream(upstream, arguments, ctx)
-
-        call.__name__ = registered
-        return make_tool(
-            call,
-            name=registered,
-            description=listing.description or listing.title or upstream,
-            parameters=strict_schema(listing.input_schema, False),
-            timeout=self.config.timeout,
-            output_schema=listing.output_schema,
-        )
 
     async def _call(self, request_id: Any, message: dict[str, Any]) -> None:
         params = message.get("params")
@@ -617,14 +377,15 @@ class StdioRelay:
         meta = params.get("_meta")
         meta = meta if isinstance(meta, dict) else None
         span = self._server_span("tools/call", message)
-        host = _HOST_REQUEST.set((request_id, meta))
+        host = HOST_REQUEST.set((request_id, meta, self.protocol_version))
+        asking = HOST.set(HostAsk(self._host_form, self.own.ask, host_label(self.caller)))
         try:
             with trace.use_span(span, end_on_exit=False):
-                await self._known(name)
+                await self.tools.known(name)
                 link = self._session_link()
                 answer = await self.gateway.call_tool(
                     self.caller,
-                    self.executor,
+                    self.tools.executor,
                     name,
                     arguments if isinstance(arguments, dict) else None,
                     call_id=str(request_id),
@@ -644,92 +405,28 @@ class StdioRelay:
                 span.set_status(StatusCode.ERROR)
             self._to_host({"jsonrpc": "2.0", "id": request_id, "result": data})
         finally:
-            _HOST_REQUEST.reset(host)
+            HOST.reset(asking)
+            HOST_REQUEST.reset(host)
             self._calls.pop(request_id, None)
-            self._cancelled.discard(request_id)
+            self.tools.cancelled.discard(request_id)
             span.end()
-
-    async def _call_upstream(
-        self, upstream_name: str, arguments: dict[str, Any], ctx: ToolContext
-    ) -> ToolOutput:
-        """``tools/call`` on the server with the host's request id and ``_meta`` (progress
-        token), and the current trace context."""
-        request_id, host_meta = _HOST_REQUEST.get()
-        meta = dict(host_meta or {})
-        propagate.inject(meta)
-        token = meta.get("progressToken")
-        if token is not None:
-            self._progress[_hashable(token)] = ctx
-        attributes: dict[str, Any] = {
-            A.NETWORK_TRANSPORT: "pipe",
-            A.MCP_METHOD_NAME: "tools/call",
-            A.JSONRPC_REQUEST_ID: str(request_id),
-        }
-        if self.protocol_version:
-            attributes[A.MCP_PROTOCOL_VERSION] = self.protocol_version
-        request = {
-            "jsonrpc": "2.0",
-            "id": request_id,
-            "method": "tools/call",
-            "params": {"name": upstream_name, "arguments": arguments, "_meta": meta},
-        }
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = _Pending(future=future)
-        upstream = await self._ensure_upstream()
-        upstream.send(dumps(request))
-        try:
-            answer = await future
-        except asyncio.CancelledError:
-            if request_id not in self._cancelled and self.upstream is upstream:
-                upstream.send(_cancelled(request_id, "otelhooks proxy: the call was cancelled"))
-            raise
-        finally:
-            self._pending.pop(request_id, None)
-            if token is not None:
-                self._progress.pop(_hashable(token), None)
-        error = answer.get("error")
-        if isinstance(error, dict):
-            code = str(error.get("code"))
-            raise MCPToolError(
-                f"MCP error {code}: {error.get('message')}",
-                error_type=code,
-                attributes={**attributes, A.RPC_RESPONSE_STATUS_CODE: code},
-            )
-        result = answer.get("result")
-        ctx.set_attributes(attributes)
-        return output_of(result if isinstance(result, dict) else {})
 
     # -- from the server ---------------------------------------------------------------------
 
-    async def _from_upstream(self, upstream: UpstreamProcess) -> None:
-        try:
-            while line := await upstream.readline():
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    message = None
-                if isinstance(message, dict):
-                    outcome = self._upstream_message(message, line)
-                    if outcome is not None:
-                        await outcome
-                else:
-                    self._to_host(line)
-                await self.writer.drain()
-        finally:
-            if self.upstream is upstream:
-                self.upstream = None
-                self._spawn(upstream.stop())
-            self._fail_pending(upstream)
-
-    def _upstream_message(self, message: dict[str, Any], line: bytes) -> Awaitable[None] | None:
+    def upstream_message(
+        self, upstream: UpstreamProcess, message: dict[str, Any], line: bytes
+    ) -> Awaitable[None] | None:
+        """A message of the upstream's own (a request or notification, not an answer): roots are
+        answered from the configuration, the rest goes to this relay's host; returns what to await,
+        if anything."""
         method = message.get("method")
         if method == "roots/list" and "id" in message:
-            self._server_asks_roots(message)
+            self._server_asks_roots(message, upstream)
             return None
         if method == "notifications/progress":
-            self._progressed(message)
+            self.tools.progressed(message)
         if method is None:
-            pending = self._pending.pop(message.get("id"), None)
+            pending = self.link.pending.pop(message.get("id"), None)
             if pending is None:
                 self._to_host(line)
                 return None
@@ -759,107 +456,21 @@ class StdioRelay:
             self._to_host(line)
         return None
 
-    def _progressed(self, message: dict[str, Any]) -> None:
-        """A progress notification of a call in flight: recorded on the call's span."""
-        params = message.get("params")
-        if not isinstance(params, dict) or "progressToken" not in params:
-            return
-        ctx = self._progress.get(_hashable(params["progressToken"]))
-        if ctx is not None:
-            ctx.progress(
-                {
-                    "progress": params.get("progress"),
-                    "total": params.get("total"),
-                    "message": params.get("message"),
-                }
-            )
-
     async def _tools_changed(self, line: bytes) -> None:
         """List (and review) the tools again, then tell the host."""
-        self._listing = asyncio.ensure_future(self._list_upstream())
         try:
-            await asyncio.shield(self._listing)
+            await self.tools.relist()
         except Exception:
             logger.warning("listing the tools of %r again failed", self.config.name, exc_info=True)
         self._to_host(line)
-
-    def _fail_pending(self, upstream: UpstreamProcess) -> None:
-        """The server is gone: what was waiting for it fails."""
-        gone = (
-            f"the MCP server {self.config.name!r} is gone (it closed its output); it is started "
-            "again on the next call"
-        )
-        for request_id, pending in list(self._pending.items()):
-            del self._pending[request_id]
-            if pending.future is not None:
-                if not pending.future.done():
-                    pending.future.set_exception(MCPToolError(gone, error_type=CONNECTION_ERROR))
-            elif not (isinstance(request_id, str) and request_id.startswith(_PRIVATE)):
-                self._answer_error(request_id, pending.span, mcp_types.CONNECTION_CLOSED, gone)
-            if pending.span is not None:
-                pending.span.end()
-
-    # -- the relay's own requests ------------------------------------------------------------
-
-    async def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """A request of the relay's own to the server; its result (``MCPToolError`` for an
-        error or a server that is gone)."""
-        upstream = self.upstream or await self._ensure_upstream()
-        self._next_id += 1
-        request_id = f"{_PRIVATE}{self._next_id}"
-        if self._host_meta is not None:
-            params = {**params, "_meta": self._host_meta}
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = _Pending(future=future)
-        upstream.send(
-            dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-        )
-        try:
-            async with asyncio.timeout(self.config.start_timeout):
-                answer = await future
-        finally:
-            self._pending.pop(request_id, None)
-        error = answer.get("error")
-        if isinstance(error, dict):
-            raise MCPToolError(f"MCP error {error.get('code')}: {error.get('message')}")
-        result = answer.get("result")
-        return result if isinstance(result, dict) else {}
 
     # -- spans -------------------------------------------------------------------------------
 
     def _server_span(
         self, method: str, message: dict[str, Any], *, session_level: bool = True
     ) -> Span:
-        """The span the ``mcp`` SDK's server middleware gives a request: a call's own trace
-        (or the host's, from ``params._meta``), a session message's in the session's trace."""
-        params = message.get("params")
-        params = params if isinstance(params, dict) else {}
-        name = params.get("name")
-        target = name if isinstance(name, str) else None
-        attributes: dict[str, Any] = {A.MCP_METHOD_NAME: method}
-        if self.protocol_version:
-            attributes[A.MCP_PROTOCOL_VERSION] = self.protocol_version
-        request_id = message.get("id")
-        if request_id is not None:
-            attributes[A.JSONRPC_REQUEST_ID] = str(request_id)
-        if method == "tools/call":
-            attributes[A.GEN_AI_OPERATION_NAME] = A.OP_EXECUTE_TOOL
-            if target is not None:
-                attributes[A.GEN_AI_TOOL_NAME] = target
-        elif method == "prompts/get" and target is not None:
-            attributes[A.GEN_AI_PROMPT_NAME] = target
-        meta = params.get("_meta")
-        parent = _extracted(meta)
-        if parent is None and session_level and method not in CALLS:
-            parent = self._session
-        if parent is None:
-            parent = otel_context.Context()
-        return self.tracer.start_span(
-            f"{method} {target}" if target else method,
-            context=parent,
-            kind=SpanKind.SERVER,
-            attributes=attributes,
-        )
+        session = self._session if session_level else None
+        return _server_span(self.tracer, method, message, self.protocol_version, session)
 
     def _session_link(self) -> Link | None:
         if self._session is None:
@@ -878,10 +489,6 @@ class StdioRelay:
 def _valid_id(request_id: Any) -> bool:
     """A JSON-RPC id the relay accepts: a string or a number (not a boolean)."""
     return isinstance(request_id, (str, int, float)) and not isinstance(request_id, bool)
-
-
-def _hashable(value: Any) -> Any:
-    return value if isinstance(value, (str, int, float)) else json.dumps(value, sort_keys=True)
 
 
 def _target(params: Any) -> str | None:
@@ -908,11 +515,6 @@ def _tasks_dropped(message: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     return message, dumps(message)
 
 
-def _cancelled(request_id: Any, reason: str) -> bytes:
-    params = {"requestId": request_id, "reason": reason}
-    return dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
-
-
 def _extracted(meta: Any) -> otel_context.Context | None:
     """The trace context a host sent in ``params._meta`` (``None`` without a valid one)."""
     if not isinstance(meta, dict) or "traceparent" not in meta:
@@ -931,3 +533,75 @@ def _end(span: Span, answer: dict[str, Any], *, end: bool = True) -> None:
         span.set_status(StatusCode.ERROR, str(error.get("message")))
     if end:
         span.end()
+
+
+def _filtered(grant: Grant, method: str, result: dict[str, Any]) -> dict[str, Any]:
+    """A listing cut to what ``grant`` may see."""
+    if grant.everything:
+        return result
+    if method == "resources/list" and isinstance(result.get("resources"), list):
+        items = [r for r in result["resources"] if grant.resource(str(r.get("uri")))]
+        return {**result, "resources": items}
+    if method == "resources/templates/list" and isinstance(result.get("resourceTemplates"), list):
+        templates = [
+            t for t in result["resourceTemplates"] if grant.resource(str(t.get("uriTemplate")))
+        ]
+        return {**result, "resourceTemplates": templates}
+    if method == "prompts/list" and isinstance(result.get("prompts"), list):
+        prompts = [p for p in result["prompts"] if grant.prompt(str(p.get("name")))]
+        return {**result, "prompts": prompts}
+    return result
+
+
+def _narrowed(answer: dict[str, Any], configured: tuple[str, ...]) -> dict[str, Any]:
+    """The host's answer to ``roots/list`` with only the roots inside configured ones
+    (the configured ones when none is left)."""
+    result = answer.get("result")
+    given = result.get("roots") if isinstance(result, dict) else None
+    uris = [str(r.get("uri")) for r in given if isinstance(r, dict)] if given else []
+    kept = narrow_roots(uris, configured)
+    roots = [{"uri": uri} for uri in kept] or _roots(configured)
+    return {"jsonrpc": "2.0", "id": answer.get("id"), "result": {"roots": roots}}
+
+
+def _roots(configured: tuple[str, ...]) -> list[dict[str, str]]:
+    return [{"uri": Path(root).as_uri()} for root in configured]
+
+
+def _server_span(
+    tracer: trace.Tracer,
+    method: str,
+    message: dict[str, Any],
+    version: str | None,
+    session: otel_context.Context | None,
+) -> Span:
+    """The span the ``mcp`` SDK's server middleware gives a request: a call's own trace
+    (or the host's, from ``params._meta``), a session message's in ``session``'s trace."""
+    params = message.get("params")
+    params = params if isinstance(params, dict) else {}
+    name = params.get("name")
+    target = name if isinstance(name, str) else None
+    attributes: dict[str, Any] = {A.MCP_METHOD_NAME: method}
+    if version:
+        attributes[A.MCP_PROTOCOL_VERSION] = version
+    request_id = message.get("id")
+    if request_id is not None:
+        attributes[A.JSONRPC_REQUEST_ID] = str(request_id)
+    if method == "tools/call":
+        attributes[A.GEN_AI_OPERATION_NAME] = A.OP_EXECUTE_TOOL
+        if target is not None:
+            attributes[A.GEN_AI_TOOL_NAME] = target
+    elif method == "prompts/get" and target is not None:
+        attributes[A.GEN_AI_PROMPT_NAME] = target
+    meta = params.get("_meta")
+    parent = _extracted(meta)
+    if parent is None and method not in CALLS:
+        parent = session
+    if parent is None:
+        parent = otel_context.Context()
+    return tracer.start_span(
+        f"{method} {target}" if target else method,
+        context=parent,
+        kind=SpanKind.SERVER,
+        attributes=attributes,
+    )

@@ -16,40 +16,27 @@ set they came from, as the host's protocol era allows. Tasks are not passed on.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import logging
 import uuid
 import warnings
 import weakref
-from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, Final
 
 import mcp.types as mcp_types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.subscriptions import (
-    PromptsListChanged,
-    ResourcesListChanged,
-    ResourceUpdated,
-    ServerEvent,
-    ToolsListChanged,
-)
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
-from pydantic import BaseModel
 
 from ...core import DEFAULT_TOOL_TIMEOUT
 from .access import Caller, Grant
-from .auth import LOCAL_STDIO, LOOPBACK, VIA_CLAIM, Identity
-from .client import MCPServerTools, progress_to
+from .auth import LOCAL_STDIO, REQUEST_SCOPE, Identity, identity_in
+from .client import progress_to
 from .gateway import (
     NOTIFICATIONS,
-    RESOURCE_NOT_FOUND,
     Gateway,
     ProxyStartError,
     Refused,
@@ -57,9 +44,11 @@ from .gateway import (
     unknown_tool,
     upstream_of,
 )
+from .host_approval import HostAsk, declares_form, host_asking, host_label
+from .server_content import ContentHandlers
+from .server_hosts import HostMessages, connection_of, send
 from .session_trace import SessionTraces
 from .upstreams import (
-    ROOTS_TIMEOUT,
     START_GRACE,
     Callbacks,
     HostProfile,
@@ -68,13 +57,10 @@ from .upstreams import (
     UpstreamPool,
     UpstreamSet,
     check_commands,
-    narrow_roots,
 )
 
 logger = logging.getLogger("otelhooks.mcp.proxy")
 
-MAX_PAGES: Final = 100
-"""Pages of a listing read from one upstream: a server that pages forever is cut off there."""
 SESSIONS_REFUSED: Final = -32603
 """The JSON-RPC code of a session refused because the limits are reached (the SDK's own)."""
 _CAPABILITY_KEYS: Final = {
@@ -90,12 +76,6 @@ _CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
 )
 
 
-def connection_of(session: Any) -> Any:
-    """The host connection a request's session belongs to (the ``mcp`` SDK makes a session
-    object per request; its connection lives as long as the host stays connected)."""
-    return getattr(session, "_connection", session)
-
-
 def identity_of(ctx: ServerRequestContext[Any]) -> tuple[Identity, str | None, str]:
     """The caller of a request, the host's MCP session id and the transport of its
     connection: the bearer token's identity over HTTP, the local host over stdio."""
@@ -106,12 +86,7 @@ def identity_of(ctx: ServerRequestContext[Any]) -> tuple[Identity, str | None, s
     session_id = getattr(connection_of(ctx.session), "session_id", None) or (
         request.headers.get("mcp-session-id") if request is not None else None
     )
-    user = scope.get("user")
-    token = getattr(user, "access_token", None)
-    if token is not None:
-        via = str((token.claims or {}).get(VIA_CLAIM, "jwt"))
-        return Identity.of(token, via), session_id, "tcp"
-    return LOOPBACK, session_id, "tcp"
+    return identity_in(scope), session_id, "tcp"
 
 
 class SDKServer:
@@ -131,8 +106,8 @@ class SDKServer:
         self.one_host = False  # stdio: the only host may have the connections made at start
         self.result_limit: int | None = None
         self._capabilities: list[mcp_types.ServerCapabilities] = []
-        self._subscribed: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-        self._grants: weakref.WeakKeyDictionary[Any, Grant] = weakref.WeakKeyDictionary()
+        self.hosts = HostMessages(gateway)
+        self.content = ContentHandlers(gateway, self, self.hosts)
         self._run_ids: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self._list_changes = NotificationOptions(tools_changed=True)
 
@@ -180,11 +155,12 @@ class SDKServer:
             profile,
             hooks=self.gateway.hooks,
             recorder=self.gateway.recorder,
+            approver=self.gateway.approvals,
             callbacks=Callbacks(
-                ask=self._ask,
-                logging=self._forward_log,
-                message=self._forward_notification,
-                tools_changed=self._tools_changed,
+                ask=self.hosts.ask,
+                logging=self.hosts.forward_log,
+                message=self.hosts.forward_notification,
+                tools_changed=self.hosts.tools_changed,
             ),
             tool_timeout=self.policy.timeout or DEFAULT_TOOL_TIMEOUT,
             environment=self.gateway.environment,
@@ -298,7 +274,7 @@ class SDKServer:
             raise MCPError(refused.code, refused.message)
         connection = connection_of(ctx.session)
         with contextlib.suppress(TypeError):
-            self._grants[connection] = caller.grant
+            self.hosts.grants[connection] = caller.grant
         token = _CALLER.set(caller)
         try:
             result = await call_next(ctx)
@@ -350,25 +326,31 @@ class SDKServer:
         handlers: dict[str, Any] = {
             "on_list_tools": self._list_tools,
             "on_call_tool": self._call_tool,
-            "on_subscriptions_listen": self._listen,
+            "on_subscriptions_listen": self.content.listen,
         }
+        content = self.content
         if self.offered("resources"):
-            handlers["on_list_resources"] = self._list_resources
-            handlers["on_list_resource_templates"] = self._list_resource_templates
-            handlers["on_read_resource"] = self._read_resource
+            handlers["on_list_resources"] = content.list_resources
+            handlers["on_list_resource_templates"] = content.list_resource_templates
+            handlers["on_read_resource"] = content.read_resource
             if any(c.resources is not None and c.resources.subscribe for c in self._capabilities):
-                handlers["on_subscribe_resource"] = self._subscribe
-                handlers["on_unsubscribe_resource"] = self._unsubscribe
+                handlers["on_subscribe_resource"] = content.subscribe
+                handlers["on_unsubscribe_resource"] = content.unsubscribe
         if self.offered("prompts"):
-            handlers["on_list_prompts"] = self._list_prompts
-            handlers["on_get_prompt"] = self._get_prompt
+            handlers["on_list_prompts"] = content.list_prompts
+            handlers["on_get_prompt"] = content.get_prompt
         if self.offered("completions"):
-            handlers["on_completion"] = self._complete
+            handlers["on_completion"] = content.complete
         with warnings.catch_warnings():  # logging is deprecated in 2026-07-28, not gone
             warnings.simplefilter("ignore", MCPDeprecationWarning)
             if self.offered("logging"):
-                handlers["on_set_logging_level"] = self._set_logging_level
-            server: Server[Any] = Server(self.policy.name, version=_version(), **handlers)
+                handlers["on_set_logging_level"] = content.set_logging_level
+            server: Server[Any] = Server(
+                self.policy.name,
+                version=_version(),
+                get_tool_input_schema=self.input_schema,
+                **handlers,
+            )
         server.add_request_handler("server/discover", mcp_types.RequestParams, self._discover)
         server.middleware.insert(0, self.session_traces.outer)
         server.middleware.append(self.session_traces.inner)
@@ -396,6 +378,26 @@ class SDKServer:
             await server.run(read, write, self.initialization_options(server))
 
     # -- tools -------------------------------------------------------------------------------
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """The input schema the SDK checks a 2026-07-28 call's ``Mcp-Param-*`` headers
+        against, before the middleware runs: that of the tool served as ``name`` as the
+        calling identity's own upstream sets list it (:meth:`Gateway.tool_schema`), so that
+        a call is checked without listing the tools again. ``None`` (the SDK then checks
+        nothing, as for a tool its listing does not show) for a tool the caller may not see,
+        and before the caller has an upstream set."""
+        scope = REQUEST_SCOPE.get()
+        if scope is None:
+            return None
+        identity = identity_in(scope)
+        grant = self.gateway.grant(identity)
+        digest = identity.digest()
+        for uset in list(self.pool.sets.values()):
+            if uset.identity == digest and not uset.closed:
+                schema = self.gateway.tool_schema(grant, uset, name)
+                if schema is not None:
+                    return schema
+        return None
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
@@ -435,7 +437,22 @@ class SDKServer:
             except Exception:  # the host went away: the call goes on
                 logger.debug("progress not delivered to the host", exc_info=True)
 
-        with uset.route.serving(ctx.session, ctx.request_id), progress_to(forward_progress):
+        session, request_id = ctx.session, ctx.request_id
+
+        async def ask_host(request: Any, result_type: Any) -> Any:
+            return await send(session, request, result_type, request_id)
+
+        asking = HostAsk(  # a session of the 2026-07-28 era has no back-channel: the store
+            declares_form(getattr(session, "client_capabilities", None))
+            and getattr(session, "can_send_request", True) is not False,
+            ask_host,
+            host_label(caller),
+        )
+        with (
+            uset.route.serving(ctx.session, ctx.request_id),
+            progress_to(forward_progress),
+            host_asking(asking),
+        ):
             async with uset.using():
                 answer = await self.gateway.call_tool(
                     caller,
@@ -461,354 +478,10 @@ class SDKServer:
             return uuid.uuid4().hex
         return run_id
 
-    async def _tools_changed(self, uset: UpstreamSet, server: MCPServerTools) -> None:
-        self.gateway.review(uset)
-        await self._tell_hosts(uset, ToolsListChanged())
-
-    # -- what the upstreams send of their own ------------------------------------------------
-
-    async def _ask(self, uset: UpstreamSet, what: str, config: Any, params: Any) -> Any:
-        """An upstream's request (roots, sampling, elicitation): to the host that owns its set
-        and no other, or answered here (see :mod:`~otelhooks.integrations.mcp.upstreams`)."""
-        if what == "roots":
-            return await self._roots(uset, config)
-        channel = uset.route.channel()
-        if channel is None:
-            return mcp_types.ErrorData(
-                code=mcp_types.INVALID_REQUEST,
-                message=f"otelhooks proxy: no host session to answer {what} requests (the "
-                "upstream's session is shared, or its host has none)",
-            )
-        session, related = channel
-        if what == "sampling":
-            result_type: type[BaseModel] = (
-                mcp_types.CreateMessageResultWithTools
-                if params.tools
-                else mcp_types.CreateMessageResult
-            )
-            request: Any = mcp_types.CreateMessageRequest(params=params)
-        else:
-            result_type, request = mcp_types.ElicitResult, mcp_types.ElicitRequest(params=params)
-        return await _send(session, request, result_type, related)
-
     async def ask_owner(self, uset: UpstreamSet, request: Any, result_type: Any) -> Any:
         """Send ``request`` to the host session that owns ``uset`` (the proxy's own
         elicitation, say); ``ErrorData`` when it has none or refuses."""
-        channel = uset.route.channel()
-        if channel is None:
-            return mcp_types.ErrorData(
-                code=mcp_types.INVALID_REQUEST, message="otelhooks proxy: no host session"
-            )
-        session, related = channel
-        return await _send(session, request, result_type, related)
-
-    async def _roots(self, uset: UpstreamSet, config: Any) -> mcp_types.ListRootsResult:
-        """The upstream's configured roots, narrowed by the owning host when it answers roots:
-        a root the host gives that is not inside a configured one is dropped."""
-        configured = [mcp_types.Root(uri=Path(r).as_uri()) for r in config.roots]
-        route = uset.route
-        channel = route.channel() if route.host_roots else None
-        if channel is None:
-            return mcp_types.ListRootsResult(roots=configured)
-        session, related = channel
-        try:
-            async with asyncio.timeout(ROOTS_TIMEOUT):
-                answer = await _send(
-                    session, mcp_types.ListRootsRequest(), mcp_types.ListRootsResult, related
-                )
-        except TimeoutError:
-            answer = None
-        if not isinstance(answer, mcp_types.ListRootsResult):
-            return mcp_types.ListRootsResult(roots=configured)
-        narrowed = narrow_roots([str(r.uri) for r in answer.roots], config.roots)
-        chosen = [mcp_types.Root(uri=uri) for uri in narrowed]
-        return mcp_types.ListRootsResult(roots=chosen or configured)
-
-    def _hosts(self, uset: UpstreamSet) -> list[Any]:
-        return list(uset.hosts)
-
-    async def _tell_hosts(self, uset: UpstreamSet, event: ServerEvent) -> None:
-        """An event for the hosts of ``uset``: on their listen streams (2026-07-28), and as
-        the handshake era's notification to each of its connections (a resource update only
-        to those subscribed to it, and allowed it)."""
-        await uset.bus.publish(event)
-        for host in self._hosts(uset):
-            if isinstance(event, ResourceUpdated):
-                grant = self._grants.get(host)
-                if event.uri not in self._subscribed.get(host, set()):
-                    continue
-                if grant is None or not grant.resource(event.uri):
-                    continue
-            with contextlib.suppress(Exception):  # a host that left
-                if isinstance(event, ToolsListChanged):
-                    await host.send_tool_list_changed()
-                elif isinstance(event, PromptsListChanged):
-                    await host.send_prompt_list_changed()
-                elif isinstance(event, ResourcesListChanged):
-                    await host.send_resource_list_changed()
-                else:
-                    await host.send_resource_updated(event.uri)
-
-    async def _forward_notification(self, uset: UpstreamSet, notification: Any) -> None:
-        if isinstance(notification, mcp_types.ResourceUpdatedNotification):
-            await self._tell_hosts(uset, ResourceUpdated(str(notification.params.uri)))
-        elif isinstance(notification, mcp_types.ResourceListChangedNotification):
-            await self._tell_hosts(uset, ResourcesListChanged())
-        elif isinstance(notification, mcp_types.PromptListChangedNotification):
-            await self._tell_hosts(uset, PromptsListChanged())
-
-    async def _forward_log(
-        self, uset: UpstreamSet, params: mcp_types.LoggingMessageNotificationParams
-    ) -> None:
-        """An upstream's log message, redacted, to the hosts of its set that may use logging:
-        during a call, on that call's stream; otherwise to each host (handshake era only)."""
-        data = self.gateway.scrub_data(params.data, "log")
-        channel = uset.route.channel() if uset.route.calls else None
-        with contextlib.suppress(Exception), warnings.catch_warnings():
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
-            if channel is not None:
-                session, related = channel
-                grant = self._grants.get(connection_of(session))
-                if grant is not None and grant.may("logging"):
-                    await session.send_log_message(params.level, data, params.logger, related)
-                return
-        for host in self._hosts(uset):
-            grant = self._grants.get(host)
-            if grant is None or not grant.may("logging"):
-                continue
-            with contextlib.suppress(Exception):
-                await host.log(params.level, data, params.logger)
-
-    # -- subscriptions and logging -------------------------------------------------------------
-
-    async def _listen(
-        self, ctx: ServerRequestContext[Any], params: mcp_types.SubscriptionsListenRequestParams
-    ) -> mcp_types.SubscriptionsListenResult:
-        """``subscriptions/listen`` (2026-07-28): a stream of the events of this caller's
-        upstream set only; the resources it names (those it may use) are subscribed upstream."""
-        caller = self.caller(ctx)
-        assert caller.grant is not None
-        uset = await self.set_for(ctx, caller)
-        for uri in params.notifications.resource_subscriptions or ():
-            if caller.grant.resource(str(uri)):
-                await self._subscribe_upstream(uset, None, str(uri))
-        return await uset.listen(ctx, params)
-
-    async def _resource_allowed(self, ctx: ServerRequestContext[Any], uri: str) -> Caller:
-        caller = self.caller(ctx)
-        assert caller.grant is not None
-        if not caller.grant.resource(uri):
-            refused = Refused(RESOURCE_NOT_FOUND, f"Resource not found: {uri[:200]}")
-            await self.gateway.refuse(caller, ctx.method, uri, refused, "resource not allowed")
-            raise refused
-        return caller
-
-    async def _subscribe(
-        self, ctx: ServerRequestContext[Any], params: mcp_types.SubscribeRequestParams
-    ) -> mcp_types.EmptyResult:
-        uri = str(params.uri)
-        caller = await self._resource_allowed(ctx, uri)
-        uset = await self.set_for(ctx, caller)
-        await self._subscribe_upstream(uset, connection_of(ctx.session), uri)
-        return mcp_types.EmptyResult()
-
-    async def _subscribe_upstream(self, uset: UpstreamSet, session: Any, uri: str) -> None:
-        if session is not None:
-            with contextlib.suppress(TypeError):
-                self._subscribed.setdefault(session, set()).add(uri)
-        for server in self._owners(uset, uri):
-            client = await server.client()
-            with contextlib.suppress(MCPError):
-                await client.subscribe_resource(uri)
-                return
-
-    async def _unsubscribe(
-        self, ctx: ServerRequestContext[Any], params: mcp_types.UnsubscribeRequestParams
-    ) -> mcp_types.EmptyResult:
-        uri = str(params.uri)
-        caller = await self._resource_allowed(ctx, uri)
-        uset = await self.set_for(ctx, caller)
-        self._subscribed.get(connection_of(ctx.session), set()).discard(uri)
-        still = any(uri in self._subscribed.get(s, set()) for s in self._hosts(uset))
-        if not still:
-            for server in self._owners(uset, uri):
-                client = await server.client()
-                with contextlib.suppress(MCPError):
-                    await client.unsubscribe_resource(uri)
-        return mcp_types.EmptyResult()
-
-    async def _set_logging_level(
-        self, ctx: ServerRequestContext[Any], params: mcp_types.SetLevelRequestParams
-    ) -> mcp_types.EmptyResult:
-        uset = await self.set_for(ctx, self.caller(ctx))
-        for server in uset.offering("logging"):
-            client = await server.client()
-            with contextlib.suppress(MCPError), warnings.catch_warnings():
-                warnings.simplefilter("ignore", MCPDeprecationWarning)
-                await client.set_logging_level(params.level)
-        return mcp_types.EmptyResult()
-
-    # -- resources, prompts, completion ------------------------------------------------------
-
-    def _owners(self, uset: UpstreamSet, uri: str) -> list[MCPServerTools]:
-        owner = uset.routes.resources.get(uri)
-        return [owner] if owner is not None else uset.offering("resources")
-
-    async def _list_resources(
-        self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
-    ) -> mcp_types.ListResourcesResult:
-        caller = self.caller(ctx)
-        assert caller.grant is not None
-        if not caller.grant.may("resources"):
-            return mcp_types.ListResourcesResult(resources=[])
-        uset = await self.set_for(ctx, caller)
-        resources: list[mcp_types.Resource] = []
-        async with uset.using():
-            for server in uset.offering("resources"):
-                client = await server.client()
-                for item in await _all_pages(client.list_resources, "resources"):
-                    uri = str(item.uri)
-                    uset.routes.resources[uri] = server
-                    if caller.grant.resource(uri):
-                        resources.append(item)
-        return self.gateway.scrub(mcp_types.ListResourcesResult(resources=resources))
-
-    async def _list_resource_templates(
-        self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
-    ) -> mcp_types.ListResourceTemplatesResult:
-        caller = self.caller(ctx)
-        assert caller.grant is not None
-        if not caller.grant.may("resources"):
-            return mcp_types.ListResourceTemplatesResult(resource_templates=[])
-        uset = await self.set_for(ctx, caller)
-        templates: list[mcp_types.ResourceTemplate] = []
-        async with uset.using():
-            for server in uset.offering("resources"):
-                client = await server.client()
-                pages = await _all_pages(client.list_resource_templates, "resource_templates")
-                for item in pages:
-                    uset.routes.templates[item.uri_template] = server
-                    if caller.grant.resource(item.uri_template):
-                        templates.append(item)
-        return self.gateway.scrub(
-            mcp_types.ListResourceTemplatesResult(resource_templates=templates)
-        )
-
-    async def _read_resource(
-        self, ctx: ServerRequestContext[Any], params: mcp_types.ReadResourceRequestParams
-    ) -> mcp_types.ReadResourceResult:
-        uri = str(params.uri)
-        caller = await self._resource_allowed(ctx, uri)
-        uset = await self.set_for(ctx, caller)
-        last: MCPError | None = None
-        async with uset.using():
-            for server in self._owners(uset, uri):
-                client = await server.client()
-                try:
-                    return self.gateway.scrub(await client.read_resource(uri, cache_mode="bypass"))
-                except MCPError as exc:
-                    last = exc
-        if last is not None:
-            raise last
-        raise MCPError(RESOURCE_NOT_FOUND, f"Resource not found: {uri[:200]}")
-
-    async def _prompt_listing(self, uset: UpstreamSet) -> list[mcp_types.Prompt]:
-        prompts: list[mcp_types.Prompt] = []
-        for server in uset.offering("prompts"):
-            client = await server.client()
-            for item in await _all_pages(client.list_prompts, "prompts"):
-                name = f"{server.prefix}_{item.name}" if server.prefix else item.name
-                if name in uset.routes.prompts and uset.routes.prompts[name][0] is not server:
-                    continue  # a name another upstream serves
-                uset.routes.prompts[name] = (server, item.name)
-                prompts.append(item.model_copy(update={"name": name}))
-        return prompts
-
-    async def _list_prompts(
-        self, ctx: ServerRequestContext[Any], params: mcp_types.PaginatedRequestParams | None
-    ) -> mcp_types.ListPromptsResult:
-        caller = self.caller(ctx)
-        assert caller.grant is not None
-        if not caller.grant.may("prompts"):
-            return mcp_types.ListPromptsResult(prompts=[])
-        uset = await self.set_for(ctx, caller)
-        async with uset.using():
-            prompts = await self._prompt_listing(uset)
-        return self.gateway.scrub(
-            mcp_types.ListPromptsResult(prompts=[p for p in prompts if caller.grant.prompt(p.name)])
-        )
-
-    async def _prompt_route(
-        self, ctx: ServerRequestContext[Any], name: str
-    ) -> tuple[MCPServerTools, str]:
-        caller = self.caller(ctx)
-        assert caller.grant is not None
-        refused = Refused(mcp_types.INVALID_PARAMS, f"Unknown prompt: {name[:100]!r}")
-        if not caller.grant.prompt(name):
-            await self.gateway.refuse(caller, ctx.method, name, refused, "prompt not allowed")
-            raise refused
-        uset = await self.set_for(ctx, caller)
-        route = uset.routes.prompts.get(name)
-        if route is None:
-            await self._prompt_listing(uset)
-            route = uset.routes.prompts.get(name)
-        if route is None:
-            raise refused
-        return route
-
-    async def _get_prompt(
-        self, ctx: ServerRequestContext[Any], params: mcp_types.GetPromptRequestParams
-    ) -> mcp_types.GetPromptResult:
-        server, name = await self._prompt_route(ctx, params.name)
-        client = await server.client()
-        return self.gateway.scrub(await client.get_prompt(name, params.arguments))
-
-    async def _complete(
-        self, ctx: ServerRequestContext[Any], params: mcp_types.CompleteRequestParams
-    ) -> mcp_types.CompleteResult:
-        caller = self.caller(ctx)
-        ref = params.ref
-        argument = {"name": params.argument.name, "value": params.argument.value}
-        context = params.context.arguments if params.context is not None else None
-        if isinstance(ref, mcp_types.PromptReference):
-            server, name = await self._prompt_route(ctx, ref.name)
-            ref = ref.model_copy(update={"name": name})
-            candidates = [server]
-        else:
-            await self._resource_allowed(ctx, ref.uri)
-            uset = await self.set_for(ctx, caller)
-            owner = uset.routes.templates.get(ref.uri)
-            candidates = [owner] if owner is not None else uset.offering("completions")
-        for server in candidates:
-            client = await server.client()
-            with contextlib.suppress(MCPError):
-                return await client.complete(ref, argument, context_arguments=context)
-        return mcp_types.CompleteResult(completion=mcp_types.Completion(values=[]))
-
-
-async def _send(session: Any, request: Any, result_type: Any, related: Any) -> Any:
-    metadata = ServerMessageMetadata(related_request_id=related) if related is not None else None
-    try:
-        return await session.send_request(request, result_type, metadata=metadata)
-    except MCPError as exc:
-        return exc.error
-    except Exception as exc:  # no back-channel, a host that left
-        return mcp_types.ErrorData(
-            code=mcp_types.INTERNAL_ERROR,
-            message=f"otelhooks proxy: the host could not be asked ({type(exc).__name__})",
-        )
-
-
-async def _all_pages(fetch: Callable[..., Awaitable[Any]], attribute: str) -> list[Any]:
-    items: list[Any] = []
-    cursor: str | None = None
-    for _ in range(MAX_PAGES):
-        page = await fetch(cursor=cursor)
-        items.extend(getattr(page, attribute))
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return items
+        return await self.hosts.ask_owner(uset, request, result_type)
 
 
 def _version() -> str:

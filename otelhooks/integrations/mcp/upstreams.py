@@ -181,6 +181,7 @@ class UpstreamSet:
         identity: str | None = None,
         max_result_bytes: int | None = None,
         trace_context: otel_context.Context | None = None,
+        approver: Any = None,
     ) -> None:
         self.key = uuid.uuid4().hex  # this set among all: what pins and routes are kept by
         self.profile = profile
@@ -217,7 +218,7 @@ class UpstreamSet:
             )
         self.registry = ToolRegistry()
         self.executor = ToolExecutor(
-            self.registry, hooks, tool_timeout=tool_timeout, recorder=recorder
+            self.registry, hooks, tool_timeout=tool_timeout, recorder=recorder, approver=approver
         )
         self.refs: dict[str, ToolRef] = {}  # served name -> (upstream, its own name)
         self.routes = Routes()
