@@ -1,12 +1,14 @@
-"""15. What the hook machinery adds with tracing off: a deny-list before-hook that allows the call
+"""16. What the hook machinery adds with tracing off: a deny-list before-hook that allows the call
 and an after-hook that returns the result unchanged, against the same hooks called by hand and
 against Microsoft's Agent Governance Toolkit (``govern(fn, policy=..., audit=False)``).
 
 The machinery is what the executor adds for the two hooks beyond calling them: their contexts,
 the read-only argument views, the chain, the per-hook records. It is the executor's time with
 the hooks less its time without them, less what the two hooks cost called by hand around the
-same function. The otelhooks of :data:`benchmarks.baseline.CORE_BEFORE_ONE_PATH` runs side by side
-when the clone has that commit; the Toolkit runs when the ``bench`` extra is installed.
+same function. Both executors scrub nothing (``scrubber=NO_SCRUBBING``): neither the hooks by
+hand nor the Toolkit redact; what the default scrubber adds to a call is its own row. The
+otelhooks of :data:`benchmarks.baseline.CORE_BEFORE_ONE_PATH` runs side by side when the clone
+has that commit; the Toolkit runs when the ``bench`` extra is installed.
 """
 
 from __future__ import annotations
@@ -49,15 +51,19 @@ def unchanged(ctx: Any) -> None:
     return None
 
 
-def executor_side(package: Any, hooked: bool) -> Side:
-    """An executor over ``echo`` with (or without) the two hooks, tracing off."""
+def executor_side(package: Any, hooked: bool, scrubs: bool = False) -> Side:
+    """An executor over ``echo`` with (or without) the two hooks, tracing off, scrubbing nothing
+    (or, with ``scrubs``, with the default scrubber; a core without scrubbers ignores it)."""
     registry = package.ToolRegistry()
     registry.register(echo, name="echo")
     hooks = package.Hooks()
     if hooked:
         hooks.add(package.builtin.ToolDenyList(DENIED))
         hooks.add(after=unchanged, name="unchanged")
-    executor = package.ToolExecutor(registry, hooks, tracer_provider=NoOpTracerProvider())
+    options: dict[str, Any] = {"tracer_provider": NoOpTracerProvider()}
+    if hasattr(package, "NO_SCRUBBING") and not scrubs:
+        options["scrubber"] = package.NO_SCRUBBING
+    executor = package.ToolExecutor(registry, hooks, **options)
     return executor.execute  # type: ignore[no-any-return]
 
 
@@ -110,6 +116,7 @@ def run(report: Report, quick: bool) -> None:
     sides: dict[str, Side] = {
         "otelhooks, two hooks": executor_side(otelhooks, True),
         "otelhooks, no hooks": executor_side(otelhooks, False),
+        "otelhooks, two hooks, default scrubber": executor_side(otelhooks, True, scrubs=True),
         "the two hooks by hand": by_hand(),
         "bare call": bare,
     }
@@ -145,6 +152,9 @@ def run(report: Report, quick: bool) -> None:
         report.row(
             f"{label}: of which machinery", f"{machinery:.1f} µs", f"target ≤ 10 µs {verdict}"
         )
+    scrubbing = us["otelhooks, two hooks, default scrubber"] - us["otelhooks, two hooks"]
+    results["default scrubber adds"] = scrubbing
+    report.row("the default scrubber adds (not machinery)", f"{scrubbing:.1f} µs", "report")
     if governed is None:
         report.row("Agent Governance Toolkit", "not installed", "pip install -e '.[bench]'")
     else:

@@ -1,5 +1,8 @@
 """2. Tracing off (no hooks): API no-op and a non-recording sampler.
 
+The otelhooks side is the bare machinery (``scrubber=NO_SCRUBBING``: four no-op spans scrub
+nothing either); the same executor with the default scrubber a runtime given none gets runs
+beside it and is reported as its own row (what safe-by-default scrubbing costs a call).
 Besides four no-op spans by hand and the bare call, the otelhooks of
 :data:`benchmarks.baseline.CORE_BEFORE_ONE_PATH` (read from git history) runs side by side when the
 clone has that commit: the figures before and after one execution path replaced the second."""
@@ -18,7 +21,7 @@ from opentelemetry.trace import NoOpTracerProvider
 from benchmarks.baseline import CORE_BEFORE_ONE_PATH, core_at
 from benchmarks.floors import echo
 from benchmarks.harness import Report, compare
-from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry
+from otelhooks import NO_SCRUBBING, Hooks, ToolCall, ToolExecutor, ToolRegistry
 
 NAME = "tracing_off"
 NUMBER = "2"
@@ -43,7 +46,8 @@ def run(report: Report, quick: bool) -> None:
         tracer = trace.get_tracer("floor", tracer_provider=provider)
         registry = ToolRegistry()
         registry.register(handler, name="echo")
-        executor = ToolExecutor(registry, Hooks(), tracer_provider=provider)
+        executor = ToolExecutor(registry, Hooks(), tracer_provider=provider, scrubber=NO_SCRUBBING)
+        scrubbed = ToolExecutor(registry, Hooks(), tracer_provider=provider)  # the default one
 
         if handler is aecho:
 
@@ -77,7 +81,12 @@ def run(report: Report, quick: bool) -> None:
             span.end()
             return result
 
-        sides = {"otelhooks": executor.execute, "4 spans": four_noop_spans, "bare": run_handler}
+        sides = {
+            "otelhooks": executor.execute,
+            "4 spans": four_noop_spans,
+            "bare": run_handler,
+            "otelhooks, default scrubber": scrubbed.execute,
+        }
         if before is not None:  # the same executor before one execution path
             old_registry = before.ToolRegistry()
             old_registry.register(handler, name="echo")
@@ -102,6 +111,16 @@ def run(report: Report, quick: bool) -> None:
         report.row(f"{label}: 4 spans by hand", f"{result['4 spans']:.2f} µs")
         report.row(f"{label}: otelhooks", f"{result['otelhooks']:.2f} µs")
         report.row(f"{label}: ratio otelhooks / 4 spans", f"{ratio:.2f}×", "target ≤ 1.5×")
+        scrubbed_ratio = comparison.ratio("otelhooks, default scrubber", "4 spans")
+        out[label]["default_scrubber"] = {
+            "us_per_call": result["otelhooks, default scrubber"],
+            "ratio_to_4_spans": scrubbed_ratio,
+        }
+        report.row(
+            f"{label}: otelhooks with the default scrubber / 4 spans",
+            f"{scrubbed_ratio:.2f}×",
+            f"{result['otelhooks, default scrubber']:.2f} µs: what scrubbing by default costs",
+        )
         if before is not None:
             report.row(
                 f"{label}: before one path ({CORE_BEFORE_ONE_PATH}) / 4 spans",

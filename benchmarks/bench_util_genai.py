@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from benchmarks.floors import echo, make_registry, sdk_provider
 from benchmarks.harness import Report, compare
-from otelhooks import Hooks, ToolCall, ToolExecutor
+from otelhooks import NO_SCRUBBING, Hooks, ToolCall, ToolExecutor
 from otelhooks.builtin import Redactor
 
 NAME = "util_genai"
@@ -24,7 +24,9 @@ def run(report: Report, quick: bool) -> None:
     redactor = Redactor()
     provider = sdk_provider(redactor)
     handler = TelemetryHandler(tracer_provider=provider)
-    executor = ToolExecutor(make_registry(), Hooks(), tracer_provider=provider)
+    executor = ToolExecutor(  # util-genai scrubs nothing of its own either
+        make_registry(), Hooks(), tracer_provider=provider, scrubber=NO_SCRUBBING
+    )
 
     async def util_genai(call: ToolCall) -> str:
         with handler.tool("echo", tool_type="function") as invocation:

@@ -4,7 +4,8 @@
 
 SIDE is readme (the README set-up), same-work (the same-work floor), defaults (default hooks
 without span or log redaction), minimal (the minimal competent floor), no-hooks (an executor with
-no hooks) or spans (the spans such an executor records, by hand).
+no hooks and no scrubber: the bare machinery) or spans (the spans such an executor records, by
+hand).
 
 The instruction count of N calls minus that of a smaller N is the cost of the extra calls:
 deterministic, unlike wall-clock time on a shared machine.
@@ -25,7 +26,7 @@ from benchmarks.floors import (
     plain_provider,
     sdk_provider,
 )
-from otelhooks import Hooks, ToolCall, ToolExecutor
+from otelhooks import NO_SCRUBBING, Hooks, ToolCall, ToolExecutor
 from otelhooks.builtin import Redactor
 
 
@@ -42,7 +43,10 @@ def main(side: str, n: int) -> None:
     elif side == "spans":
         fn = make_spans_floor(provider)
     elif side == "no-hooks":
-        fn = ToolExecutor(make_registry(), Hooks(), tracer_provider=provider).execute
+        bare = ToolExecutor(
+            make_registry(), Hooks(), tracer_provider=provider, scrubber=NO_SCRUBBING
+        )
+        fn = bare.execute
     else:
         hooks = default_hooks(redactor, logger)
         executor = ToolExecutor(make_registry(), hooks, tracer_provider=provider, scrubber=redactor)

@@ -32,11 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client, StdioServerParameters
+from opentelemetry.trace import NoOpTracerProvider
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry  # noqa: E402
+from otelhooks import NO_SCRUBBING, Hooks, ToolCall, ToolExecutor, ToolRegistry  # noqa: E402
 from otelhooks.builtin import RedactionHook, Redactor  # noqa: E402
 from otelhooks.integrations.mcp.client import MCPServerTools  # noqa: E402
 from otelhooks.telemetry.testing import in_memory_tracing  # noqa: E402
@@ -177,8 +178,12 @@ async def adapter_cost(n: int, repeats: int) -> dict[str, Any]:
         client = await server.client()
         bare = ToolRegistry()
         server.register(bare)
-        untraced = ToolExecutor(bare, tracer_provider=None, tool_timeout=None)
-        untraced.tracer = __import__("opentelemetry.trace").trace.NoOpTracer()
+        untraced = ToolExecutor(  # the adapter alone: no spans, no scrubbing
+            bare,
+            tracer_provider=NoOpTracerProvider(),
+            tool_timeout=None,
+            scrubber=NO_SCRUBBING,
+        )
         redactor = Redactor()
         full = ToolExecutor(
             bare,

@@ -2,8 +2,10 @@
 
     valgrind --tool=callgrind python -m benchmarks.tracing_off_child SIDE KIND N
 
-SIDE is otelhooks, before (the otelhooks of :data:`benchmarks.baseline.CORE_BEFORE_ONE_PATH`),
-spans (four no-op spans by hand around the call) or bare; KIND is sync or async. The
+SIDE is otelhooks (the bare machinery: ``scrubber=NO_SCRUBBING``), scrubbed (the same executor
+with the default scrubber a runtime given none gets), before (the otelhooks of
+:data:`benchmarks.baseline.CORE_BEFORE_ONE_PATH`), spans (four no-op spans by hand around the
+call) or bare; KIND is sync or async. The
 instruction count of N calls minus that of a smaller N is the cost of the extra calls:
 deterministic, unlike wall-clock time on a shared machine.
 """
@@ -20,7 +22,7 @@ from opentelemetry.trace import NoOpTracerProvider
 
 from benchmarks.baseline import CORE_BEFORE_ONE_PATH, core_at
 from benchmarks.floors import echo
-from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry
+from otelhooks import NO_SCRUBBING, Hooks, ToolCall, ToolExecutor, ToolRegistry
 
 
 async def aecho(text: str) -> str:
@@ -32,13 +34,17 @@ def side_of(name: str, handler: Callable[..., Any]) -> Callable[[ToolCall], Awai
     """The function one side calls per tool call."""
     provider = NoOpTracerProvider()
     is_async = handler is aecho
-    if name in ("otelhooks", "before"):
-        package: Any = core_at(CORE_BEFORE_ONE_PATH) if name == "before" else None
-        registry = (package.ToolRegistry if package else ToolRegistry)()
+    if name == "otelhooks" or name == "scrubbed":
+        registry = ToolRegistry()
         registry.register(handler, name="echo")
-        make = package.ToolExecutor if package else ToolExecutor
-        hooks = (package.Hooks if package else Hooks)()
-        return make(registry, hooks, tracer_provider=provider).execute  # type: ignore[no-any-return]
+        scrubber = NO_SCRUBBING if name == "otelhooks" else None  # None: the default one
+        executor = ToolExecutor(registry, Hooks(), tracer_provider=provider, scrubber=scrubber)
+        return executor.execute
+    if name == "before":
+        package: Any = core_at(CORE_BEFORE_ONE_PATH)
+        old = package.ToolRegistry()
+        old.register(handler, name="echo")
+        return package.ToolExecutor(old, package.Hooks(), tracer_provider=provider).execute  # type: ignore[no-any-return]
     tracer = trace.get_tracer("floor", tracer_provider=provider)
 
     async def spans(call: ToolCall) -> Any:

@@ -447,6 +447,7 @@ class FormatDetector(Detector):
         self.patterns = tuple(patterns)
         order = {id(p): i for i, p in enumerate(self.patterns)}
         self._order = order
+        self._by_id = {id(p): p for p in self.patterns}
         starts = {k for p in self.patterns if p.in_token and p.at_start for k in p.keywords}
         inners = {k for p in self.patterns if p.in_token and not p.at_start for k in p.keywords}
         self.keywords = tuple(
@@ -516,7 +517,7 @@ class FormatDetector(Detector):
         found: list[Finding] = []
         work = view.work
         order = self._order
-        by_id = {id(p): p for p in self.patterns}
+        by_id = self._by_id
         # in the rules' order: where two find the same text, the first wins
         for key in sorted(whole.keys() | windows.keys(), key=lambda k: order[k]):
             pattern = by_id[key]

@@ -23,10 +23,11 @@ class CancelSignal:
     def __init__(self) -> None:
         self.reason: str | None = None
         """Why it fired (``None`` until it does); set by :meth:`cancel` only."""
+        # Made when first needed: most signals are never watched, waited on or cancelled.
         self._event: asyncio.Event | None = None
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._cancelled: set[asyncio.Task[Any]] = set()  # cancelled by it, not yet absorbed
-        self._callbacks: list[Callable[[str], None]] = []
+        self._tasks: set[asyncio.Task[Any]] | None = None
+        self._cancelled: set[asyncio.Task[Any]] | None = None  # cancelled by it, not absorbed
+        self._callbacks: list[Callable[[str], None]] | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -44,13 +45,15 @@ class CancelSignal:
             current = asyncio.current_task()
         except RuntimeError:
             current = None
-        for task in list(self._tasks):
+        for task in list(self._tasks or ()):
             # The task that cancels sees ``cancelled`` at its next check instead: cancelling it
             # would fire at whatever it awaits next, possibly outside the tool or hook.
             if task is not current:
                 task.cancel(reason)
+                if self._cancelled is None:
+                    self._cancelled = set()
                 self._cancelled.add(task)
-        for callback in self._callbacks:
+        for callback in self._callbacks or ():
             callback(reason)
 
     async def wait(self) -> str:
@@ -66,11 +69,15 @@ class CancelSignal:
         """Run ``callback(reason)`` when the signal fires (at once if it already has)."""
         if self.reason is not None:
             callback(self.reason)
+        elif self._callbacks is None:
+            self._callbacks = [callback]
         else:
             self._callbacks.append(callback)
 
     def watching(self) -> _Watching:
         """Context manager: while inside, ``cancel()`` cancels the current task."""
+        if self._tasks is None:
+            self._tasks = set()
         return _Watching(self._tasks)
 
     def absorbs(self, exc: asyncio.CancelledError | None = None) -> bool:
@@ -81,7 +88,7 @@ class CancelSignal:
         task = asyncio.current_task()
         if self.reason is None or task is None:
             return False
-        if task in self._cancelled:  # its request is still on the task
+        if self._cancelled is not None and task in self._cancelled:  # its request is still on it
             self._cancelled.discard(task)
             return task.uncancel() == 0
         return task.cancelling() == 0

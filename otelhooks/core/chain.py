@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, NamedTuple, TypeAlias
 
 from ..telemetry.attributes import ERR_HOOK_FAILED, ERR_HOOK_TIMEOUT, ERR_INVALID_ARGUMENTS
 from .cancel import CancelSignal, cancelled_by
@@ -63,8 +63,7 @@ class _SignalStopped(Exception):
     """The run's signal cancelled a hook while it ran."""
 
 
-@dataclass(frozen=True, slots=True)
-class HookRun:
+class HookRun(NamedTuple):
     """One hook's part in a chain, for the trace: its decision and how long it took."""
 
     hook: str
@@ -74,8 +73,7 @@ class HookRun:
     recheck: bool = False  # it ran again on arguments a later hook rewrote
 
 
-@dataclass(frozen=True, slots=True)
-class Let:
+class Let(NamedTuple):
     """The before-hooks let the call through with ``args`` (as rewritten, validated)."""
 
     args: Mapping[str, Any]
@@ -131,8 +129,7 @@ class Blocked:
     policies: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Interrupted:
+class Interrupted(NamedTuple):
     """The run's signal stopped the chain while a hook ran."""
 
     args: Mapping[str, Any]
@@ -143,8 +140,7 @@ class Interrupted:
 BeforeVerdict: TypeAlias = Let | Asked | Held | Blocked | Interrupted
 
 
-@dataclass(frozen=True, slots=True)
-class AfterVerdict:
+class AfterVerdict(NamedTuple):
     """The result the after-hooks leave, whether one changed it, and the failure that withheld
     it (fail closed)."""
 
@@ -161,9 +157,10 @@ def readonly_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
     """A view of ``args`` a hook cannot change the runtime's copy through: read-only at the top,
     and every value that is not an immutable scalar deep-copied (containers inside tuples
     included)."""
-    if all(type(v) in _IMMUTABLE for v in args.values()):
-        return MappingProxyType(dict(args))
-    return MappingProxyType(copy.deepcopy(dict(args)))
+    for value in args.values():
+        if type(value) not in _IMMUTABLE:
+            return MappingProxyType(copy.deepcopy(dict(args)))
+    return MappingProxyType(dict(args))
 
 
 # What sync hooks return: no need to ask whether it is awaitable.
@@ -244,16 +241,13 @@ def _failed(hook: RegisteredHook, start: float, failure: HookFailure, recheck: b
     return HookRun(hook.name, kind, _ms_since(start), failure, recheck)
 
 
-async def _ask(
+def _answer(
     hook: RegisteredHook,
-    ctx: BeforeToolCallContext,
-    signal: CancelSignal,
+    value: Any,
     revalidate: Callable[[Mapping[str, Any]], Mapping[str, Any]],
 ) -> BeforeDecision | Mapping[str, Any] | None:
-    """One before-hook's answer: ``None`` (allow), a block, an ask, a defer, or the rewritten
-    arguments (validated). Raises :class:`HookFailure` for its faults."""
-    assert hook.before is not None
-    value = await call_hook(hook, hook.before, ctx, signal)
+    """A before-hook's return ``value`` as its answer: ``None`` (allow), a block, an ask, a
+    defer, or the rewritten arguments (validated). Raises :class:`HookFailure` for its faults."""
     if value is None:
         return None
     if not isinstance(value, BeforeDecision):
@@ -303,7 +297,8 @@ async def run_before_chain(
         start = time.perf_counter()
         rewritten = last_rewrite >= 0
         try:
-            answer = await _ask(hook, ctx, signal, revalidate)
+            assert hook.before is not None
+            answer = _answer(hook, await call_hook(hook, hook.before, ctx, signal), revalidate)
         except _SignalStopped:
             return Interrupted(args, rewritten, tuple(runs))
         except HookFailure as failure:

@@ -45,6 +45,7 @@ from .approvals import (
 from .asking import Approvals, Deferral
 from .cancel import CancelSignal, cancelled_by
 from .chain import (
+    AfterVerdict,
     Asked,
     Blocked,
     Held,
@@ -240,11 +241,12 @@ class ToolExecutor:
         try:
             run = self._run(prepared)
             result, error_type = await (_watched(state, run) if state.watched else run)
-            if state.hooks.after and error_type != A.ERR_CANCELLED:
-                after = self._after_hooks(prepared, result, error_type)
-                outcome = await (_watched(state, after) if state.watched else after)
-            else:
-                with state.trace.after:
+            with state.trace.after as phase:
+                if state.hooks.after and error_type != A.ERR_CANCELLED:  # the hooks decide
+                    hooks = _after_chain(prepared, result)
+                    verdict = await (_watched(state, hooks) if state.watched else hooks)
+                    outcome = self._after_verdict(prepared, phase, verdict, error_type)
+                else:
                     outcome = _ran(prepared, result, error_type, None)
         except BaseException as exc:
             outcome = self._stopped(state, exc, prepared)
@@ -374,35 +376,25 @@ class ToolExecutor:
             except Exception as exc:
                 return self._raised(state, phase, exc)
 
-    async def _after_hooks(
-        self, allowed: Allowed, result: ToolResult, error_type: str | None
+    def _after_verdict(
+        self,
+        allowed: Allowed,
+        phase: Phase | NoPhase,
+        verdict: AfterVerdict | Interrupted,
+        error_type: str | None,
     ) -> Outcome:
-        """The after-hooks: keep the result or override it."""
-        state, hooks = allowed.state, allowed.state.hooks.after
-        with state.trace.after as phase:
-            ctx = AfterToolCallContext(
-                state.call,
-                readonly_args(allowed.arguments),
-                allowed.tool.spec,
-                state.assistant_message,
-                state.context,
-                state.signal,
-                result,
-                result.is_error,
+        """What the after-hooks decided: keep the result or override it."""
+        state = allowed.state
+        self._hooks_ran(state, phase, verdict.runs)
+        if isinstance(verdict, Interrupted):
+            return self._cancelled(
+                state, phase, A.DECISION_ALLOW, allowed.arguments, allowed.rewritten
             )
-            verdict = await run_after_chain(
-                hooks, ctx, state.signal, state.trace.for_model_override
-            )
-            self._hooks_ran(state, phase, verdict.runs)
-            if isinstance(verdict, Interrupted):
-                return self._cancelled(
-                    state, phase, A.DECISION_ALLOW, allowed.arguments, allowed.rewritten
-                )
-            if verdict.failure is not None:
-                error_type = verdict.failure.error_type
-                phase.fail(error_type, str(verdict.failure))
-                return _ran(allowed, state.trace.for_model(verdict.result), error_type, True)
-            return _ran(allowed, verdict.result, error_type, verdict.overridden)
+        if verdict.failure is not None:
+            error_type = verdict.failure.error_type
+            phase.fail(error_type, str(verdict.failure))
+            return _ran(allowed, state.trace.for_model(verdict.result), error_type, True)
+        return _ran(allowed, verdict.result, error_type, verdict.overridden)
 
     # -- how a call ends ----------------------------------------------------------------------
 
@@ -521,6 +513,25 @@ class ToolExecutor:
             if run.failure is not None:
                 report_hook_failure(state.call, run.failure, self.scrubber)
         phase.hooks(runs)
+
+
+def _after_chain(
+    allowed: Allowed, result: ToolResult
+) -> Coroutine[Any, Any, AfterVerdict | Interrupted]:
+    """The after-hooks of a call that ran, to be awaited: each sees the result (as overridden
+    so far) and a read-only view of the arguments."""
+    state = allowed.state
+    ctx = AfterToolCallContext(
+        state.call,
+        readonly_args(allowed.arguments),
+        allowed.tool.spec,
+        state.assistant_message,
+        state.context,
+        state.signal,
+        result,
+        result.is_error,
+    )
+    return run_after_chain(state.hooks.after, ctx, state.signal, state.trace.for_model_override)
 
 
 async def _watched(state: CallState, phases: Coroutine[Any, Any, _T]) -> _T:

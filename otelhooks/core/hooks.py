@@ -80,6 +80,7 @@ from typing import (
 
 from .approvals import ApprovalOutcome
 from .cancel import CancelSignal
+from .frozen import quick_init
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
@@ -198,6 +199,7 @@ class AfterOverride:
     terminate: bool | _Keep = KEEP
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class BeforeToolCallContext:
     """What a before-hook sees.
@@ -218,6 +220,7 @@ class BeforeToolCallContext:
     recheck: bool = False
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class AfterToolCallContext:
     """What an after-hook sees: the before-context's fields plus the result so far."""
