@@ -518,3 +518,51 @@ def test_an_absent_argument_and_any_value_are_different_keys(tmp_path: Path) -> 
     for value in ("", "\x00missing", "MISSING", "null"):
         verdict = engine.decide_tool(GIT_COMMIT, COMMIT_SCHEMA, BOB, {**base, "note": value})
         assert (verdict.effect, verdict.cached) == ("deny", False), value
+
+
+def test_a_forbid_that_fails_to_evaluate_denies_the_call(tmp_path: Path) -> None:
+    """Cedar skips a policy that errors; a skipped forbid must not let a call through: an
+    overflow in a forbid's condition, and a principal the entities file does not describe
+    (its attribute missing), each deny with the reason instead of falling to the permit."""
+    policy = tmp_path / "p.cedar"
+    policy.write_text(
+        '@id("everyone")\n'
+        "permit(principal, action, resource);\n"
+        '@id("small-amounts")\n'
+        'forbid(principal, action == Action::"git/git_commit", resource)\n'
+        "  when { context.arguments has amount && context.arguments.amount.greaterThan("
+        'decimal("100.0")) };\n'
+        '@id("cleared-only")\n'
+        'forbid(principal is User, action == Action::"git/git_status", resource)\n'
+        "  unless { principal.clearance >= 3 };\n"
+    )
+    entities = tmp_path / "entities.json"
+    entities.write_text(
+        json.dumps(
+            [{"uid": {"type": "User", "id": "bob"}, "attrs": {"clearance": 1}, "parents": []}]
+        )
+    )
+    schema = tmp_path / "schema.json"
+    clearance = {"type": "Record", "attributes": {"clearance": {"type": "Long"}}}
+    schema.write_text(
+        json.dumps({"": {"entityTypes": {"User": {"shape": clearance}}, "actions": {}}})
+    )
+    engine = CedarEngine(policy, entities, schema)
+    engine.bind_tools(TOOLS)
+    bob = engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, BOB, {"repo_path": "/w"})
+    assert bob.effect == "deny" and "cleared-only" in bob.policies
+    mallory = Requester(Principal("User", "mallory"), "agent", "client")  # in no entities file
+    stranger = engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, mallory, {"repo_path": "/w"})
+    assert stranger.effect == "deny", stranger
+    assert "did not evaluate" in stranger.reason
+    overflow = tmp_path / "o.cedar"
+    overflow.write_text(
+        "permit(principal, action, resource);\n"
+        'forbid(principal, action == Action::"git/git_status", resource)\n'
+        '  when { context.arguments.repo_path == "/w" && 4611686018427387904 * 2 > 10 };\n'
+    )
+    engine = CedarEngine(overflow)
+    engine.bind_tools(TOOLS)
+    verdict = engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, BOB, {"repo_path": "/w"})
+    assert verdict.effect == "deny" and "did not evaluate" in verdict.reason
+    assert engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, BOB, {"repo_path": "/x"}).effect == "allow"

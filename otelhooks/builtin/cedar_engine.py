@@ -425,8 +425,15 @@ class CedarEngine:
         result = cedarpy.is_authorized(request, state.plan(action).policy_set, entities)
         infos = [state.infos[r] for r in result.diagnostics.reasons if r in state.infos]
         names = tuple(info.name for info in infos)
-        for error in result.diagnostics.errors:
-            logger.debug("Cedar: a policy did not evaluate for %s: %s", action, error)
+        errors = [str(error) for error in result.diagnostics.errors]
+        if errors:
+            # Cedar skips a policy that fails to evaluate; a forbid skipped so (an attribute
+            # missing from an entity, an overflow) would let the call through. Fail closed.
+            for error in errors:
+                logger.warning("Cedar: a policy did not evaluate for %s: %s", action, error)
+            return Verdict(
+                "deny", names, f"a Cedar policy did not evaluate for {action}: {errors[0]}"
+            )
         if result.allowed:
             marked = [info for info in infos if info.approval]
             if marked:
