@@ -566,3 +566,31 @@ def test_a_forbid_that_fails_to_evaluate_denies_the_call(tmp_path: Path) -> None
     verdict = engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, BOB, {"repo_path": "/w"})
     assert verdict.effect == "deny" and "did not evaluate" in verdict.reason
     assert engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, BOB, {"repo_path": "/x"}).effect == "allow"
+
+
+def test_at_the_gateway_cedar_judges_the_upstream_whose_tool_runs(tmp_path: Path) -> None:
+    """Two upstreams serve one name: a later listing of the second never re-keys the name the
+    first serves, and a call routed to an upstream is judged as that upstream's tool."""
+    import mcp.types as mcp_types
+
+    from otelhooks.integrations.mcp.access import CALLER, Caller
+    from otelhooks.integrations.mcp.cedar import GatewayCedar
+    from otelhooks.integrations.mcp.naming import ToolRef
+
+    policy = tmp_path / "p.cedar"
+    policy.write_text('permit(principal, action == Action::"admin/delete", resource);\n')
+    cedar = GatewayCedar(CedarEngine(policy), "gateway")
+    cedar.bind_refs({"delete": ToolRef("files", "delete")})
+    delete = mcp_types.Tool(name="delete", input_schema={"type": "object"})
+    cedar.bind_listing("admin", [("delete", delete)])
+    assert cedar.key_of("delete") == ToolKey("files", "delete")
+    token = CALLER.set(Caller(identity=None, upstream="files"))
+    try:
+        assert cedar.key_of("delete") == ToolKey("files", "delete")
+    finally:
+        CALLER.reset(token)
+    token = CALLER.set(Caller(identity=None, upstream="admin"))
+    try:
+        assert cedar.key_of("delete") == ToolKey("admin", "delete")
+    finally:
+        CALLER.reset(token)

@@ -44,10 +44,16 @@ class GatewayCedar:
         self.hook = CedarPolicy(engine=engine, key_of=self.key_of, requester_of=self.requester)
 
     def key_of(self, name: str) -> ToolKey:
-        """The key of the tool served as ``name`` (the caller's upstream when known)."""
+        """The key of the tool served as ``name``. When the call's upstream is known and is
+        not the key's (two upstreams serving one name), the key is the caller's upstream's:
+        Cedar judges the tool that runs."""
         found = self.keys.get(name)
         if found is None:
             return ToolKey(LOCAL, name)  # a tool of no upstream: no policy names it
+        caller = current_caller()
+        routed = caller.upstream if caller is not None else None
+        if routed is not None and routed != found.upstream:
+            return ToolKey(routed, found.name)
         return found
 
     def requester_of(self, caller: Caller | None) -> Requester:
@@ -74,6 +80,9 @@ class GatewayCedar:
         every tool at start (:meth:`Gateway.check_policy`), and with a tool first seen later
         when it is first called."""
         for served, listing in tools:
+            known = self.keys.get(served)
+            if known is not None and known.upstream != upstream:
+                continue  # the name is another upstream's (served by the first registered)
             self.keys[served] = ToolKey(upstream, listing.name)
         self.engine.bind_upstreams([upstream])
 
