@@ -594,3 +594,31 @@ def test_at_the_gateway_cedar_judges_the_upstream_whose_tool_runs(tmp_path: Path
         assert cedar.key_of("delete") == ToolKey("admin", "delete")
     finally:
         CALLER.reset(token)
+
+
+async def test_without_redaction_the_gateway_never_shows_a_call_in_a_form() -> None:
+    """A gateway whose redaction is off cannot tell a secret argument apart: an ask goes to the
+    store, never into the host's form, even when the host declared form elicitation."""
+    from otelhooks.builtin.approvers import ScriptedApprover
+    from otelhooks.core.approvals import ApprovalRequest, CallIdentity
+    from otelhooks.integrations.mcp.host_approval import HOST, GatewayApprover, HostAsk
+
+    sent: list[object] = []
+
+    async def send(request: object, related: object) -> object:
+        sent.append(request)
+        raise AssertionError("a form was sent")
+
+    request = ApprovalRequest(
+        id="a1", tool="deploy", call_id="c1", digest="d" * 16,
+        arguments={"token": "hunter2hunter2"}, identity=CallIdentity("gateway", "r1", "alice"),
+        reasons=("asked",), policies=(), hooks=(), expires_at=time.time() + 60,
+    )  # fmt: skip
+    store = ScriptedApprover({"deploy": "deny"}, who="store")
+    token = HOST.set(HostAsk(form=True, send=send, who="host"))
+    try:
+        decision = await GatewayApprover(store, 5.0, forms=False)(request)
+    finally:
+        HOST.reset(token)
+    assert sent == [] and store.asked == [request]
+    assert getattr(decision, "by", None) == "store"

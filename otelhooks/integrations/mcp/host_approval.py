@@ -118,13 +118,15 @@ class GatewayApprover:
     """The gateway's approver (see the module's docs): the calling host's form, else
     ``store`` (the store's approver), each bounded by ``timeout`` seconds."""
 
-    def __init__(self, store: Approver | None, timeout: float) -> None:
+    def __init__(self, store: Approver | None, timeout: float, *, forms: bool = True) -> None:
         self.store = store
         self.timeout = timeout
+        # Without redaction nothing tells a secret argument apart: no call is shown in a form.
+        self.forms = forms
 
     async def __call__(self, request: ApprovalRequest, /) -> ApprovalDecision:
         host = HOST.get()
-        if host is not None and host.form and not request.secret:
+        if host is not None and host.form and self.forms and not request.secret:
             return await self._elicit(host, request)
         if self.store is None:
             return Deny(by="otelhooks", how="gateway", reason="no host to ask and no store")
@@ -168,4 +170,5 @@ def gateway_approvals(policy: ProxyPolicy, pinning: Any) -> ApprovalSettings:
     timeout = config.approval_timeout if config is not None else DEFAULT_APPROVAL_TIMEOUT
     pins = pinning.store.store if pinning is not None else None
     store = StoreApprover(pins if pins is not None else policy.store.file)
-    return ApprovalSettings(GatewayApprover(store, timeout), ttl=max(timeout, 1.0))
+    approver = GatewayApprover(store, timeout, forms=bool(policy.redaction))
+    return ApprovalSettings(approver, ttl=max(timeout, 1.0))
