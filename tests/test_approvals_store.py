@@ -194,7 +194,13 @@ async def test_a_denial_and_an_expired_request_both_refuse_and_record_who(
     late = asyncio.create_task(executor.execute(ToolCall("c2", "delete", {"path": "/x"})))
     late_id = await waiting.next()
     result = await late
-    assert "nobody answered before the request expired" in result.content
+    # The store's expiry and the executor's wait for its approver end together; on a loaded
+    # machine either may be first, and both block the call.
+    assert result.is_error
+    assert any(
+        why in result.content
+        for why in ("nobody answered before the request expired", "no answer from the approver")
+    ), result.content
     capsys.readouterr()
     assert answer(store, "approve", late_id) == 1  # too late
     assert "it is expired" in capsys.readouterr().err
