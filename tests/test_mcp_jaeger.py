@@ -36,22 +36,28 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def wait_for_trace(
-    jaeger: Collector, trace_id: str, services: set[str], timeout: float = 60
+    jaeger: Collector, trace_id: str, spans: set[tuple[str, str]], timeout: float = 300
 ) -> dict[str, Any]:
+    """The trace once it holds each (service, span name) of ``spans``: the processes export in
+    batches of their own, so a service's first spans may arrive before the one awaited."""
     deadline = time.monotonic() + timeout
     trace: dict[str, Any] = {}
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     while time.monotonic() < deadline:
         try:
             body = json.loads(http_get(f"{jaeger.query}/api/traces/{trace_id}"))
             trace = (body.get("data") or [{}])[0]
         except OSError:
             trace = {}
-        seen = {p["serviceName"] for p in trace.get("processes", {}).values()}
-        if services <= seen:
+        service_of = {pid: p["serviceName"] for pid, p in trace.get("processes", {}).items()}
+        seen = {
+            (service_of.get(s["processID"], "?"), s["operationName"])
+            for s in trace.get("spans", [])
+        }
+        if spans <= seen:
             return trace
         time.sleep(0.25)
-    raise AssertionError(f"trace {trace_id} has services {seen}, expected {services}")
+    raise AssertionError(f"trace {trace_id} has {sorted(seen)}, expected {sorted(spans)}")
 
 
 async def test_host_proxy_and_server_spans_are_one_trace_in_jaeger(
@@ -110,7 +116,15 @@ inherit_env = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OT
     assert not result.is_error
     trace_id = format(turn.get_span_context().trace_id, "032x")
 
-    trace = wait_for_trace(jaeger, trace_id, {host_service, proxy_service, server_service})
+    trace = wait_for_trace(
+        jaeger,
+        trace_id,
+        {
+            (host_service, "host turn"),
+            (proxy_service, "execute_tool get_current_time"),
+            (server_service, "tools/call get_current_time"),
+        },
+    )
     service_of = {pid: p["serviceName"] for pid, p in trace["processes"].items()}
     by_id = {s["spanID"]: s for s in trace["spans"]}
 
