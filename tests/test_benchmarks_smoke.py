@@ -12,22 +12,21 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_benchmark_script_runs_and_writes_json(tmp_path: Path) -> None:
+def quick_run(only: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """``benchmarks/run.py --quick --only ONLY``, its results written under ``tmp_path``."""
     out = tmp_path / "results.json"
     done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "run.py"),
-            "--quick",
-            "--only",
-            "overhead,tracing_off,util_genai,redactor,burst,startup,mcp",
-            "--out",
-            str(out),
-        ],
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--only", only,
+         "--out", str(out)],
         capture_output=True,
         text=True,
         timeout=900,  # a hang guard: the quick run takes a minute or two at rest
-    )
+    )  # fmt: skip
+    return done, out
+
+
+def test_benchmark_script_runs_and_writes_json(tmp_path: Path) -> None:
+    done, out = quick_run("overhead,tracing_off,util_genai,redactor,burst,startup,mcp", tmp_path)
     assert done.returncode == 0, done.stderr
     results = json.loads(out.read_text())
     assert results["quick"] is True
@@ -132,21 +131,7 @@ def test_the_gateway_benchmark_runs_otelhooks_sides(tmp_path: Path) -> None:
 
 def test_the_cedar_benchmark_runs_quick_and_reports_cache_and_sides(tmp_path: Path) -> None:
     pytest.importorskip("cedarpy")
-    out = tmp_path / "results.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "run.py"),
-            "--quick",
-            "--only",
-            "cedar",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,  # a hang guard: the quick run takes a minute or two at rest
-    )
+    done, out = quick_run("cedar", tmp_path)
     assert done.returncode == 0, done.stderr
     cedar = json.loads(out.read_text())["cedar"]
     sides = cedar["us_per_call"]
