@@ -34,7 +34,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, StatusCode, TracerProvider
 from pydantic import BaseModel, ValidationError
 
-from ...builtin import RedactionHook, StructlogEvents
+from ...builtin import StructlogEvents
 from ...builtin.policy import check_guards
 from ...core import (
     NO_SCRUBBING,
@@ -208,8 +208,11 @@ class Gateway:
 
     def _hooks(self, extra: Iterable[Any]) -> Hooks:
         """Pinning first (a changed tool never runs), then the identity rules, the Cedar
-        policies, redaction, the policy's hooks and the caller's own; observers: the caller's
-        attributes on the span, the structlog event, the audit line."""
+        policies, the policy's hooks and the caller's own; observers: the caller's attributes
+        on the span, the structlog event, the audit line. Results are redacted by the
+        executors' scrubber (the recorder's: the policy's redactor), before any after-hook
+        sees them, and so is every override a hook makes: no redaction hook runs again over
+        what it already redacted."""
         hooks = Hooks()
         policy = self.policy
         if self.pinning is not None:
@@ -218,8 +221,6 @@ class Gateway:
             hooks.add(self.identity_rules)
         if self.cedar is not None:
             hooks.add(self.cedar.hook)
-        if policy.redaction:
-            hooks.add(RedactionHook(policy.redactor))
         for spec in policy.hook_specs():
             hooks.add(
                 spec.hook,
