@@ -1079,6 +1079,29 @@ def _generated(part: str) -> bool:
     return looks_random(part) and _HEXISH.fullmatch(part) is None
 
 
+# What a call id looks like where a provider or a framework minted it: a provider's prefix and a
+# handle (``call_...``, ``toolu_...``, ``tooluse_...``, ``fc_...``), hex or a UUID, digits, a
+# ULID, Mistral's nine letters and digits, or a name and a counter (``call_1``,
+# ``functions.get_weather:0``).
+_CALL_ID: Final = re.compile(
+    r"(?:call|toolu|srvtoolu|tooluse|fc|tool|chatcmpl|msg|run|resp|item|pyd_ai)[_-]"
+    r"[A-Za-z0-9_-]{1,64}"
+    r"|[0-9a-fA-F-]+"
+    r"|[0-9A-HJKMNP-TV-Z]{26}"
+    r"|[A-Za-z0-9]{9}"
+    r"|[A-Za-z][A-Za-z0-9_]*(?:[.:-][A-Za-z][A-Za-z0-9_]*)*[._:-][0-9]{1,9}"
+)
+CALL_ID_MIN: Final = 8  # the shortest secret the redactor looks for
+
+
+def call_id_shaped(text: str) -> bool:
+    """Whether ``text`` has a call id's shape (:data:`_CALL_ID`), or is too short to hold a
+    secret. A call id is a handle the provider or framework mints to pair a call with its
+    result; the model writes it back, so a value in its place that has no id's shape (words,
+    a password, an alphabet, base64) is what a model told to leak a secret would put there."""
+    return len(text) < CALL_ID_MIN or _CALL_ID.fullmatch(text) is not None
+
+
 def identifier_findings(text: str, pipeline: Pipeline) -> Iterator[Finding]:
     """In a name the model chose (a tool name, a call id): every part that looks generated and
     is not an id's usual shape (hex, a UUID, a provider's ``call_...``/``toolu_...``), and
@@ -1133,6 +1156,7 @@ def pipeline_of(detectors: tuple[Detector, ...]) -> Pipeline:
 
 __all__ += [
     "b64decode",
+    "call_id_shaped",
     "default_detectors",
     "has_content",
     "identifier_findings",
