@@ -32,6 +32,7 @@ MINTED = (
     "3f2a1c9e-8b7d-4e6f-a5c4-1b2d3e4f5a6b",  # a UUID
     "pyd_ai_9f8e7d6c5b4a39281706f5e4d3c2b1a0",
     "req-abc-123",
+    "e-sync_echo",  # lower-case words, as a tool's name
     "42",
 )
 # what has no id's shape: words, passwords, alphabets, a repeated word, base64

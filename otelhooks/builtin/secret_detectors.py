@@ -1081,8 +1081,9 @@ def _generated(part: str) -> bool:
 
 # What a call id looks like where a provider or a framework minted it: a provider's prefix and a
 # handle (``call_...``, ``toolu_...``, ``tooluse_...``, ``fc_...``), hex or a UUID, digits, a
-# ULID, Mistral's nine letters and digits, or a name and a counter (``call_1``,
-# ``functions.get_weather:0``).
+# ULID, Mistral's nine letters and digits, a name and a counter (``call_1``,
+# ``functions.get_weather:0``), or lower-case words joined as a tool's name is (``e-sync_echo``:
+# a part of it that looks generated is found by :func:`identifier_findings`).
 _CALL_ID: Final = re.compile(
     r"(?:call|toolu|srvtoolu|tooluse|fc|tool|chatcmpl|msg|run|resp|item|pyd_ai)[_-]"
     r"[A-Za-z0-9_-]{1,64}"
@@ -1090,6 +1091,7 @@ _CALL_ID: Final = re.compile(
     r"|[0-9A-HJKMNP-TV-Z]{26}"
     r"|[A-Za-z0-9]{9}"
     r"|[A-Za-z][A-Za-z0-9_]*(?:[.:-][A-Za-z][A-Za-z0-9_]*)*[._:-][0-9]{1,9}"
+    r"|[a-z][a-z0-9]*(?:[._:-][a-z0-9]+)+"
 )
 CALL_ID_MIN: Final = 8  # the shortest secret the redactor looks for
 
