@@ -6,12 +6,11 @@ redaction hook, span processor and structlog chain (benchmarks/heldout.py).
 The goals are at least 95% of the held-out secrets removed and at most 1% of the held-out
 harmless texts altered, in each channel; the second is measured on two sets of harmless text,
 the first held-out set and a second one no rule was written against
-(benchmarks/fresh_harmless.py). The false-positive goal is met and asserted on both. The recall
-goal is met in the result (95.5%) and overall (95.1%), not in the spans and logs (94.9%: the
-call's id, which they carry and the result does not; benchmark 13 names every miss); what is
-asserted is the floor reached, per channel and per source, so that no change can lose what was
-gained without a test saying so, and that every held-out sample of a known format is removed in
-every channel."""
+(benchmarks/fresh_harmless.py). Both goals are met and asserted in every channel (recall 95.5%
+in each since a call id without a call id's shape is replaced: a change made after the figure
+of 95.5% / 94.9% / 94.9% was recorded, see benchmark 13); also asserted are the floor reached
+per source, so that no change can lose what was gained without a test saying so, and that
+every held-out sample of a known format is removed in every channel."""
 
 from __future__ import annotations
 
@@ -25,9 +24,8 @@ from benchmarks import recall as R
 
 from .secret_corpus import require_corpus
 
-RECALL_GOAL = 0.95  # benchmark 13's goal, not met: see the module's documentation
-RECALL_FLOOR = 0.945  # reached in every channel (94.9-95.5% on 2026-12-07, round 2)
-SOURCE_FLOORS = {"trivy": 0.83, "secretlint": 0.995}  # reached: 83.7%, 99.9%
+RECALL_GOAL = 0.95  # benchmark 13's goal, met in every channel (95.5% on 2026-12-07, round 3)
+SOURCE_FLOORS = {"trivy": 0.845, "secretlint": 0.995}  # reached: 85.0%, 99.9%
 FALSE_POSITIVE_GOAL = 0.01
 
 
@@ -76,12 +74,12 @@ def test_the_harmless_texts_come_from_every_pinned_artifact(corpus: Path) -> Non
 
 
 @pytest.mark.parametrize("channel", R.CHANNELS)
-def test_held_out_secrets_are_removed_at_the_floor_reached_in_each_channel(
+def test_at_least_95_percent_of_held_out_secrets_are_removed_in_each_channel(
     evaluation: H.Evaluation, channel: str
 ) -> None:
     removed, placed = evaluation.recall.by("channel")[channel]
     misses = [m for m in evaluation.recall.misses() if m[2] == channel][:10]
-    assert removed / placed >= RECALL_FLOOR, (channel, removed, placed, misses)
+    assert removed / placed >= RECALL_GOAL, (channel, removed, placed, misses)
 
 
 def test_every_held_out_secret_of_a_known_format_is_removed_in_every_channel(

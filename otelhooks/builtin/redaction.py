@@ -41,6 +41,7 @@ from .secret_detectors import (
     Detector,
     Finding,
     Pipeline,
+    call_id_shaped,
     check_detector,
     default_detectors,
     identifier_findings,
@@ -129,6 +130,9 @@ IDENTIFIER_KEYS: Final = frozenset(
     {A.GEN_AI_TOOL_NAME, A.GEN_AI_TOOL_CALL_ID, *_IDENTIFIER_FIELDS}
     | {f"log.{field}" for field in _IDENTIFIER_FIELDS}  # log events mirrored to spans
 )
+
+# Where a call id is (a path ends in one): its value must have a call id's shape.
+CALL_ID_KEYS: Final = ("call_id", A.GEN_AI_TOOL_CALL_ID)
 
 _MIN_SECRET_LEN: Final = 8
 CHUNK: Final = 65_536  # a text longer than two of these is read in pieces (Redactor._chunked)
@@ -324,9 +328,20 @@ class Redactor:
     def redact_identifier(self, text: str, path: str = "") -> tuple[str, list[str]]:
         """An identifier the model chose (a tool name, a call id) with secrets replaced: the
         rules for any text, and any part of it that looks generated and is not an id's usual
-        shape (hex, a UUID, a provider's ``call_...``/``toolu_...``)."""
+        shape (hex, a UUID, a provider's ``call_...``/``toolu_...``). A call id (``path`` ends
+        in one of :data:`CALL_ID_KEYS`) of 8 or more characters without a call id's shape
+        (:func:`~otelhooks.builtin.secret_detectors.call_id_shaped`) is replaced whole."""
         new_text, kinds = self.redact_text(text, path)
-        if not self.enabled or len(new_text) < 16:
+        if not self.enabled:
+            return new_text, kinds
+        if (
+            path.endswith(CALL_ID_KEYS)
+            and not kinds
+            and not call_id_shaped(new_text)
+            and "[REDACTED:" not in new_text
+        ):
+            return redacted("secret"), ["secret"]
+        if len(new_text) < 16:
             return new_text, kinds
         findings = merge(new_text, list(identifier_findings(new_text, self.pipeline)))
         if not findings:

@@ -52,7 +52,14 @@ from .secret_keys import (
     public_name,
     public_tail,
 )
-from .secret_rules import SecretPattern, negatives_of, samples_of, trie_regex
+from .secret_rules import (
+    SecretPattern,
+    leading_word,
+    negatives_of,
+    run_marks,
+    samples_of,
+    trie_regex,
+)
 from .secret_shapes import PASSWORD_GATE, SHORTEST, labelled_public, shape_spans
 
 __all__ = [
@@ -459,8 +466,12 @@ class FormatDetector(Detector):
             w for w in starts if not any(o != w and w.startswith(o) for o in starts)
         )
         inner_minimal = minimal(inners)
+        # a segment's start, found as the character before it (a set the regex engine skips
+        # to: a leading lookbehind would be tried at every position)
         self._start_gate = (
-            re.compile(r"(?<![a-z0-9])" + trie_regex(start_minimal)) if start_minimal else None
+            re.compile(r"[^a-z0-9](?=(" + trie_regex(start_minimal) + "))")
+            if start_minimal
+            else None
         )
         self._inner_gate = re.compile(trie_regex(inner_minimal)) if inner_minimal else None
         by_word: dict[str, list[SecretPattern]] = {}
@@ -479,6 +490,10 @@ class FormatDetector(Detector):
         self._reach = {id(p): 4096 if "[\\s\\S]" in p.regex.pattern else 256 for p in self.patterns}
         self._context_rules: dict[str, tuple[SecretPattern, ...]] = {}
         self._unkeyed = tuple(p for p in self.patterns if not p.keywords)
+        # the rules whose matches begin with a keyword, tried only where it is (a rule that
+        # ignores case has no literal start for the regex engine to skip to)
+        self._leading = {id(p): w for p in self.patterns if (w := leading_word(p)) is not None}
+        self._run_marks = {id(p): run_marks(p.runs[0]) for p in self._unkeyed if p.runs}
 
     def _by_context_word(self, word: str) -> tuple[SecretPattern, ...]:
         """The rules whose ordinary-word keywords hold ``word`` (a word the gate found)."""
@@ -487,6 +502,28 @@ class FormatDetector(Detector):
             found = tuple(p for p in self._context if any(word in k for k in p.keywords))
             bounded_put(self._context_rules, word, found)
         return found
+
+    def _segment_starts(self, tokens: str) -> dict[str, list[int]]:
+        """Where in ``tokens`` a start keyword begins a segment (not after a letter or a
+        digit), as a search from the left finds them: one ends before the next begins."""
+        at: dict[str, list[int]] = {}
+        if self._start_gate is not None:
+            free = 0
+            for match in self._start_gate.finditer(" " + tokens):
+                start = match.start()  # in ``tokens``: the keyword's, one character on
+                if start >= free:
+                    word = match.group(1)
+                    at.setdefault(word, []).append(start)
+                    free = start + len(word)
+        return at
+
+    def _inner_hits(self, tokens: str) -> dict[str, list[int]]:
+        """Where in ``tokens`` an inner keyword occurs."""
+        at: dict[str, list[int]] = {}
+        if self._inner_gate is not None:
+            for match in self._inner_gate.finditer(tokens):
+                at.setdefault(match.group(), []).append(match.start())
+        return at
 
     def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
         """The rules whose keywords the gates found; the unkeyed ones whose prefilter matches."""
@@ -500,12 +537,7 @@ class FormatDetector(Detector):
                 whole[id(pattern)] = pattern
         tokens = view.tokens_lower
         if tokens:
-            for gate in (self._start_gate, self._inner_gate):
-                if gate is None:
-                    continue
-                at: dict[str, list[int]] = {}
-                for match in gate.finditer(tokens):
-                    at.setdefault(match.group(), []).append(match.start())
+            for at in (self._segment_starts(tokens), self._inner_hits(tokens)):
                 for word, starts in at.items():
                     for pattern in self._by_token_word.get(word, ()):
                         if len(starts) > _FEW:  # a common keyword here: one pass of the rule
@@ -523,7 +555,12 @@ class FormatDetector(Detector):
             pattern = by_id[key]
             parts = _merged(windows[key]) if key not in whole else []
             if key in whole or len(parts) > _FEW or sum(b - a for a, b in parts) * 4 > len(work):
-                spans: Iterable[tuple[int, int]] = pattern.spans(work)  # one pass: cheaper
+                lead = self._leading.get(key)
+                spans: Iterable[tuple[int, int]] = (
+                    pattern.spans_at(work, view.lowered, lead)  # where it can begin: fewer
+                    if lead is not None and work.isascii()
+                    else pattern.spans(work)  # one pass: cheaper
+                )
             else:
                 spans = (s for a, b in parts for s in pattern.spans(work, a, b))
             found.extend(self.finding(s, e, pattern.kind) for s, e in dict.fromkeys(spans))
@@ -536,7 +573,13 @@ class FormatDetector(Detector):
                     zeroed = work.translate(_DIGITS_AS_ZERO)
                 if pattern.prefilter.search(zeroed) is None:
                     continue
-            found.extend(self.finding(s, e, pattern.kind) for s, e in pattern.spans(work))
+            marks = self._run_marks.get(id(pattern))
+            spans = (
+                pattern.spans_in_runs(work, work.translate(marks))
+                if marks is not None and work.isascii()
+                else pattern.spans(work)
+            )
+            found.extend(self.finding(s, e, pattern.kind) for s, e in spans)
         return found
 
 
@@ -1036,6 +1079,31 @@ def _generated(part: str) -> bool:
     return looks_random(part) and _HEXISH.fullmatch(part) is None
 
 
+# What a call id looks like where a provider or a framework minted it: a provider's prefix and a
+# handle (``call_...``, ``toolu_...``, ``tooluse_...``, ``fc_...``), hex or a UUID, digits, a
+# ULID, Mistral's nine letters and digits, a name and a counter (``call_1``,
+# ``functions.get_weather:0``), or lower-case words joined as a tool's name is (``e-sync_echo``:
+# a part of it that looks generated is found by :func:`identifier_findings`).
+_CALL_ID: Final = re.compile(
+    r"(?:call|toolu|srvtoolu|tooluse|fc|tool|chatcmpl|msg|run|resp|item|pyd_ai)[_-]"
+    r"[A-Za-z0-9_-]{1,64}"
+    r"|[0-9a-fA-F-]+"
+    r"|[0-9A-HJKMNP-TV-Z]{26}"
+    r"|[A-Za-z0-9]{9}"
+    r"|[A-Za-z][A-Za-z0-9_]*(?:[.:-][A-Za-z][A-Za-z0-9_]*)*[._:-][0-9]{1,9}"
+    r"|[a-z][a-z0-9]*(?:[._:-][a-z0-9]+)+"
+)
+CALL_ID_MIN: Final = 8  # the shortest secret the redactor looks for
+
+
+def call_id_shaped(text: str) -> bool:
+    """Whether ``text`` has a call id's shape (:data:`_CALL_ID`), or is too short to hold a
+    secret. A call id is a handle the provider or framework mints to pair a call with its
+    result; the model writes it back, so a value in its place that has no id's shape (words,
+    a password, an alphabet, base64) is what a model told to leak a secret would put there."""
+    return len(text) < CALL_ID_MIN or _CALL_ID.fullmatch(text) is not None
+
+
 def identifier_findings(text: str, pipeline: Pipeline) -> Iterator[Finding]:
     """In a name the model chose (a tool name, a call id): every part that looks generated and
     is not an id's usual shape (hex, a UUID, a provider's ``call_...``/``toolu_...``), and
@@ -1090,6 +1158,7 @@ def pipeline_of(detectors: tuple[Detector, ...]) -> Pipeline:
 
 __all__ += [
     "b64decode",
+    "call_id_shaped",
     "default_detectors",
     "has_content",
     "identifier_findings",

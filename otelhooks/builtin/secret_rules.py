@@ -50,6 +50,10 @@ class SecretPattern:
     not_after: re.Pattern[str] | None = None  # a character that may not precede the match
     in_token: bool = False  # the keywords occur inside a 16+ character token (a faster gate)
     at_start: bool = False  # ... where a token segment starts (not after a letter or digit)
+    # ``(characters, shortest)``: every match is made of these ASCII characters alone and is
+    # at least this long, so in an ASCII text the rule is run over such runs only (see
+    # :meth:`spans_in_runs`)
+    runs: tuple[str, int] | None = None
     samples: tuple[str, ...] = ()
     negatives: tuple[str, ...] = ()
 
@@ -59,20 +63,109 @@ class SecretPattern:
         """Where this format occurs in ``text`` (between ``pos`` and ``endpos``): the replaced
         part of each match that passes the rule's checks and is not a placeholder (``Bearer
         <token>``, ``$PASSWORD``)."""
-        group, not_after, check = self.group, self.not_after, self.check
         for match in self.regex.finditer(text, pos, len(text) if endpos is None else endpos):
-            begin = match.start()
-            if not_after is not None and begin and not_after.match(text, begin - 1):
-                continue
-            start, end = match.span(group)
-            if start == end or text.startswith("[REDACTED:", start):
-                continue
-            value = match.group(group)
-            if check is not None and not check(value):
-                continue
-            if is_placeholder(value) or (value.endswith(">") and "<" in match.group()):
-                continue  # --user "$USER:$PASSWORD", Bearer <token>, -u <user:password>
-            yield start, end
+            span = self._accepted(text, match)
+            if span is not None:
+                yield span
+
+    def spans_at(self, text: str, lowered: str, word: str) -> Iterator[tuple[int, int]]:
+        """:meth:`spans` of a rule every match of which begins with ``word`` (case aside; see
+        :func:`leading_word`), tried only where ``word`` is in ``lowered`` (``text`` in lower
+        case, of the same length): the same matches as a search of the whole text, which
+        tries every position."""
+        free = 0
+        at = lowered.find(word)
+        while at >= 0:
+            match = self.regex.match(text, at) if at >= free else None
+            if match is not None:
+                free = match.end()  # a search goes on after a match, kept or not
+                span = self._accepted(text, match)
+                if span is not None:
+                    yield span
+            at = lowered.find(word, at + 1)
+
+    def _accepted(self, text: str, match: re.Match[str]) -> tuple[int, int] | None:
+        """The replaced part of ``match``, unless a check of the rule rejects it."""
+        begin = match.start()
+        if self.not_after is not None and begin and self.not_after.match(text, begin - 1):
+            return None
+        start, end = match.span(self.group)
+        if start == end or text.startswith("[REDACTED:", start):
+            return None
+        value = match.group(self.group)
+        if self.check is not None and not self.check(value):
+            return None
+        if is_placeholder(value) or (value.endswith(">") and "<" in match.group()):
+            return None  # --user "$USER:$PASSWORD", Bearer <token>, -u <user:password>
+        return start, end
+
+    def spans_in_runs(self, text: str, marked: str) -> Iterator[tuple[int, int]]:
+        """:meth:`spans` over the runs of :attr:`runs`' characters long enough to hold a match:
+        ``marked`` is ``text`` with those characters as ``0`` and every other as ``.``
+        (:func:`run_marks`). The same matches as a search of the whole text: none can reach
+        past its run, and each is read with the characters after its run that a lookahead may
+        need."""
+        assert self.runs is not None
+        shortest = self.runs[1]
+        need = "0" * shortest
+        at = marked.find(need)
+        while at >= 0:
+            end = marked.find(".", at + shortest)
+            end = len(marked) if end < 0 else end
+            for span in self.spans(text, at, min(len(text), end + _RUN_LOOKAHEAD)):
+                if span[0] < end:  # a match of the next run, cut short here, is not one
+                    yield span
+            at = marked.find(need, end)
+
+
+_RUN_LOOKAHEAD = 8  # characters after a run a rule's lookahead may read
+
+
+def leading_word(pattern: SecretPattern) -> str | None:
+    """The keyword of ``pattern`` every match begins with, when its regex reads ``(?i)``, the
+    word, and no alternative at its top level (``(?i)okta.{0,20}?[=:]...``), else ``None``."""
+    source = pattern.regex.pattern
+    if not source.startswith("(?i)"):
+        return None
+    for word in pattern.keywords:
+        rest = source[4 + len(word) :]
+        if (
+            word.isascii()
+            and word.isalpha()
+            and source.startswith(word, 4)
+            and rest[:1] not in ("", "*", "+", "?", "{")  # nothing quantifies its last letter
+            and not _top_level_bar(rest)
+        ):
+            return word
+    return None
+
+
+def _top_level_bar(source: str) -> bool:
+    """Whether the regex ``source`` has a ``|`` outside its groups and sets."""
+    if "[]" in source or "[^]" in source:
+        return True  # a set that opens with its own ``]``: not read here, so not trusted
+    depth, escaped, in_set = 0, False, False
+    for char in source:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_set:
+            in_set = char != "]"
+        elif char == "[":
+            in_set = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            return True
+    return False
+
+
+def run_marks(characters: str) -> dict[int, str]:
+    """The table :meth:`SecretPattern.spans_in_runs` marks an ASCII text with."""
+    return {c: "0" if chr(c) in characters else "." for c in range(128)}
 
 
 def luhn_valid(text: str) -> bool:
@@ -1286,6 +1379,7 @@ PATTERNS: tuple[SecretPattern, ...] = (
         ),
         check=luhn_valid,
         not_after=re.compile(r"[\w.-]"),
+        runs=("0123456789 -", 13),  # four digits, then nine or more, each after a space or -
         # on the text with every digit as 0: a literal-led search, fast
         prefilter=re.compile(r"0000[ -]?0000[ -]?0000"),
         samples=("card «4111 1111 1111 1111» on file", "amex «378282246310005»"),

@@ -101,7 +101,7 @@ class StructlogEvents:
             fields["decision"] = record.decision
         if self.redactor is not None:  # the fields that carry text from outside
             fields["tool_name"] = self.redactor.scrub_identifier(record.tool_name)
-            fields["call_id"] = self.redactor.scrub_identifier(record.tool_call.id)
+            fields["call_id"] = self.redactor.redact_identifier(record.tool_call.id, "call_id")[0]
             if "reason" in fields and isinstance(fields["reason"], str):
                 fields["reason"] = self.redactor.scrub_text(fields["reason"])
         getattr(self.logger, level)(event, **fields)

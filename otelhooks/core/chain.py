@@ -226,7 +226,7 @@ def report_hook_failure(call: ToolCall, failure: HookFailure, scrubber: Scrubber
         "hook.failed",
         hook=failure.hook,
         tool_name=str(call.name),
-        call_id=scrubber.redact_identifier(str(call.id))[0],
+        call_id=scrubber.redact_identifier(str(call.id), "call_id")[0],
         error_type=failure.error_type,
         message=scrubber.redact_text(str(failure))[0],
     )

@@ -151,7 +151,7 @@ class ToolCallRecorder(Recorder):
             }
         call_id = call.id if type(call.id) is str else str(call.id)
         if scrub is not None:
-            call_id = scrub(call_id, "")[0]
+            call_id = scrub(call_id, A.GEN_AI_TOOL_CALL_ID)[0]
         attributes[A.GEN_AI_TOOL_CALL_ID] = (
             call_id if len(call_id) <= _MAX_NAME_ATTR else cap_text(call_id, _MAX_NAME_ATTR)
         )

@@ -1,0 +1,123 @@
+"""The format rules' cheaper searches find exactly what a search of the whole text finds: a card
+number read over runs of digits, a rule that begins with its keyword tried only where the keyword
+is, and segment starts found from the character before them. Each is compared with the plain
+search on texts built to break it (matches cut at a run's end, lookaheads past it, rejected
+matches that swallow the next, look-alike case folds, overlapping keywords)."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from otelhooks.builtin import Redactor, TextView
+from otelhooks.builtin.secret_detectors import FormatDetector
+from otelhooks.builtin.secret_rules import (
+    PATTERNS,
+    SecretPattern,
+    leading_word,
+    negatives_of,
+    run_marks,
+    samples_of,
+    trie_regex,
+)
+
+_CARDS = ("4111 1111 1111 1111", "378282246310005", "5555555555554444", "4111-1111-1111-1111")
+
+
+def _texts(seed: int, pieces: tuple[str, ...], alphabet: str, count: int = 3000) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        parts = []
+        for _ in range(rng.randint(1, 14)):
+            if rng.random() < 0.4:
+                parts.append(rng.choice(pieces))
+            else:
+                parts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8))))
+        out.append("".join(parts))
+    return out
+
+
+def test_a_card_number_read_over_runs_of_digits_is_found_as_over_the_whole_text() -> None:
+    card = next(p for p in PATTERNS if p.kind == "credit_card")
+    assert card.runs is not None
+    marks = run_marks(card.runs[0])
+    texts = _texts(1, _CARDS, "0123456789 -.x_\n", 2000)
+    texts += ["4111 1111 1111 1111.5", "x4111111111111111 4111111111111111", "4111 1111 1111 1111-"]
+    found = 0
+    for text in texts:
+        whole = list(card.spans(text))
+        assert list(card.spans_in_runs(text, text.translate(marks))) == whole, text
+        found += bool(whole)
+    assert found > 100  # the texts hold cards the rule keeps, and ones it rejects
+
+
+def test_a_text_that_is_not_ascii_is_searched_whole_for_card_numbers() -> None:
+    card = next(p for p in PATTERNS if p.kind == "credit_card")
+    detector = Redactor().pipeline.detectors[0]
+    assert isinstance(detector, FormatDetector)
+    text = "paid with 4111 1111 1111 1111 — é, 4111١111 1111 1111"  # another script's digit
+    found = [f.start for f in detector.find(_view(text), {}) if f.kind == "credit_card"]
+    assert found == [s for s, _ in card.spans(text)] != []
+
+
+def _view(text: str) -> TextView:
+    return TextView(text, 0, Redactor().pipeline)
+
+
+@pytest.mark.parametrize("pattern", [p for p in PATTERNS if leading_word(p)], ids=lambda p: p.kind)
+def test_a_rule_that_begins_with_its_keyword_finds_there_what_it_finds_anywhere(
+    pattern: SecretPattern,
+) -> None:
+    word = leading_word(pattern)
+    assert word is not None
+    pieces = (
+        *(s.text for s in samples_of(pattern)),
+        *(s.text for s in negatives_of(pattern)),
+        word,
+        word.upper(),
+        word.title(),
+        "_secret_key",
+        " = ",
+        ":",
+        '"',
+    )
+    found = 0
+    for text in _texts(2, pieces, "ab=: _\n", 1000):
+        whole = list(pattern.spans(text))
+        assert list(pattern.spans_at(text, text.lower(), word)) == whole, text
+        found += bool(whole)
+    assert found
+
+
+@pytest.mark.parametrize(
+    ("source", "word"),
+    [
+        ("(?i)okta.{0,20}?[=:]x", "okta"),
+        ("(?i)okta|other", None),  # an alternative may begin elsewhere
+        ("(?i)okta?x", None),  # the last letter is optional
+        ("okta.x", None),  # case matters: the regex engine finds the literal itself
+        ("(?i)(?:okta)x", None),
+        ("(?i)okta[|]x", "okta"),
+        ("(?i)okta(?:a|b)x", "okta"),
+    ],
+)
+def test_a_rule_begins_with_its_keyword_only_when_its_regex_says_so(
+    source: str, word: str | None
+) -> None:
+    assert leading_word(SecretPattern("k", re.compile(source), ("okta",))) == word
+
+
+def test_segment_starts_are_those_a_lookbehind_search_finds() -> None:
+    detector = Redactor().pipeline.detectors[0]
+    assert isinstance(detector, FormatDetector)
+    starts = {k for p in detector.patterns if p.in_token and p.at_start for k in p.keywords}
+    words = sorted(w for w in starts if not any(o != w and w.startswith(o) for o in starts))
+    plain = re.compile(r"(?<![a-z0-9])" + trie_regex(words))
+    for text in _texts(3, tuple(words), "ab_-.:/ 0x1é", 1000):
+        expected: dict[str, list[int]] = {}
+        for match in plain.finditer(text):
+            expected.setdefault(match.group(), []).append(match.start())
+        assert detector._segment_starts(text) == expected, text
