@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import warnings
@@ -26,7 +29,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from benchmarks.harness import Report
+from benchmarks.harness import ROOT, Report
 
 NAME = "cedar"
 NUMBER = "17"
@@ -45,6 +48,7 @@ SCHEMA = {
 GROUPS = [f"team_{i}" for i in range(10)]
 CACHED = "otelhooks Cedar hook (cache)"
 DENY_LIST = "Python deny-list hook"
+CALLGRIND = ("valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null")
 
 
 def policies() -> str:
@@ -108,8 +112,11 @@ def _groups(user: str) -> tuple[str, ...]:
     return (GROUPS[int(user.split("_")[1]) % len(GROUPS)],)
 
 
-def sides(workdir: Path, calls: list[tuple[str, str, dict[str, Any]]]) -> dict[str, Any]:
-    """What each side needs: a factory of a fresh decision function over one call."""
+def sides(
+    workdir: Path, calls: list[tuple[str, str, dict[str, Any]]], *, peers: bool = True
+) -> dict[str, Any]:
+    """What each side needs: a factory of a fresh decision function over one call (``peers``:
+    with the Agent Governance Toolkit's, when it is installed)."""
     import cedarpy
 
     from otelhooks import AgentContext, ToolCall, ToolSpec
@@ -205,7 +212,7 @@ def sides(workdir: Path, calls: list[tuple[str, str, dict[str, Any]]]) -> dict[s
         "cedarpy.is_authorized, direct": direct,
         DENY_LIST: deny_list,
     }
-    governed = toolkit(calls)
+    governed = toolkit(calls) if peers else None
     if governed is not None:
         out["Agent Governance Toolkit govern(audit=False)"] = governed
     return out
@@ -304,6 +311,44 @@ def run(report: Report, quick: bool) -> None:
         "ratio_to_deny_list": cached_us / deny,
         "load_average": load[0],
     }
+    if quick:
+        report.row("instructions (callgrind)", "skipped", "not in --quick")
+    else:
+        instructions(report)
+
+
+def instructions(report: Report) -> None:
+    """Instructions per call of the cached hook, the hook without its cache and the deny-list
+    hook (valgrind's callgrind: N calls of the sequence minus none, over N), and their ratio."""
+    if shutil.which("valgrind") is None:
+        report.row("instructions (callgrind)", "no valgrind", "apt-get install valgrind")
+        return
+    counts: dict[str, float] = {}
+    for side, n in (("cache", 20000), ("no-cache", 300), ("deny-list", 3000)):
+        procs = [
+            subprocess.Popen(
+                [*CALLGRIND, sys.executable, "-m", "benchmarks.cedar_child", side, str(calls)],
+                cwd=ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for calls in (0, n)  # one per core
+        ]
+        totals = []
+        for proc in procs:
+            _, err = proc.communicate(timeout=3600)
+            found = [line for line in err.splitlines() if "Collected :" in line]
+            if proc.returncode != 0 or not found:
+                report.row("instructions (callgrind)", "failed", err[-200:])
+                return
+            totals.append(int(found[-1].rsplit(":", 1)[1]))
+        counts[side] = (totals[1] - totals[0]) / n
+        report.row(f"{side}: instructions per call (callgrind)", f"{counts[side]:,.0f}")
+    ratio = counts["cache"] / counts["deny-list"]
+    report.row("instructions: with the cache / the deny-list hook", f"{ratio:.1f}×", "report")
+    report.results["cedar"]["instructions_per_call"] = counts
+    report.results["cedar"]["instructions_ratio_to_deny_list"] = ratio
 
 
 def _timed(decide: Callable[[int], Any], calls: list[int]) -> tuple[float, float]:
