@@ -142,5 +142,8 @@ def test_the_cedar_benchmark_runs_quick_and_reports_cache_and_sides(tmp_path: Pa
         "Python deny-list hook",
     } <= set(sides)
     assert all(value > 0 for value in sides.values())
+    assert set(cedar["cpu_us_per_call"]) == set(sides)
+    assert all(value > 0 for value in cedar["cpu_us_per_call"].values())
+    assert cedar["hit_us"] > 0 and "miss_us" in cedar and cedar["ratio_to_deny_list"] > 0
     assert 0 < cedar["hit_rate"] < 1  # a count: the first sight of each set is a miss
     assert "a Cedar decision per call, with the cache" in done.stdout

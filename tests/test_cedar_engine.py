@@ -406,6 +406,70 @@ def test_the_cache_key_holds_what_the_policies_read_and_only_that(engine: CedarE
     assert not engine.decide_tool(READ_FILE, READ_SCHEMA, BOB, {"path": "/src/a"}).cached
 
 
+def test_the_agent_and_the_client_are_entities_and_in_the_key_when_read(tmp_path: Path) -> None:
+    """``context.agent`` and ``context.client`` compare as entities (a forbid naming one
+    applies); a decision for one agent is not reused for another when a policy reads the
+    agent, and is when none does."""
+    policy = tmp_path / "p.cedar"
+    policy.write_text(
+        'permit(principal, action in Action::"call_tool", resource);\n'
+        '@id("no-rogue")\n'
+        'forbid(principal, action == Action::"git/git_status", resource)\n'
+        '  when { context.agent == Agent::"rogue" || context.client in [Client::"bad"] };\n'
+    )
+    engine = CedarEngine(policy)
+    engine.bind_tools(TOOLS)
+    args = {"repo_path": "/w"}
+
+    def decide(agent: str, client: str) -> tuple[str, bool]:
+        requester = Requester(Principal("User", "bob"), agent, client)
+        verdict = engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, requester, args)
+        return (verdict.effect, verdict.cached)
+
+    assert decide("good", "ok") == ("allow", False)
+    assert decide("rogue", "ok") == ("deny", False)
+    assert decide("good", "bad") == ("deny", False)
+    assert decide("good", "ok") == ("allow", True)
+    # git_commit's policies read neither: one decision serves every agent and client.
+    commit = {"repo_path": "/w", "message": "m"}
+    for agent, client, cached in (("good", "ok", False), ("rogue", "bad", True)):
+        requester = Requester(Principal("User", "bob"), agent, client)
+        verdict = engine.decide_tool(GIT_COMMIT, COMMIT_SCHEMA, requester, commit)
+        assert (verdict.effect, verdict.cached) == ("allow", cached)
+
+
+def test_a_policy_that_reaches_the_context_whole_sees_all_of_it_uncached(tmp_path: Path) -> None:
+    """The request gives Cedar only what the policies read; a policy that reaches the time
+    through a record of the whole context still gets the time, and its action is never
+    cached; one that reaches the arguments through a record gets every argument."""
+    policy = tmp_path / "p.cedar"
+    policy.write_text(
+        'permit(principal, action in Action::"call_tool", resource);\n'
+        '@id("hidden-clock")\n'
+        'forbid(principal, action == Action::"git/git_status", resource)\n'
+        '  when { {"c": context}.c.now.toTime() >= duration("12h") };\n'
+        '@id("no-files")\n'
+        'forbid(principal, action == Action::"git/git_commit", resource)\n'
+        '  when { {"a": context.arguments}.a has files };\n'
+    )
+    import datetime
+
+    clock = {"now": datetime.datetime(2026, 1, 5, 9, 0, tzinfo=datetime.UTC)}
+    engine = CedarEngine(policy, now=lambda: clock["now"])
+    engine.bind_tools(TOOLS)
+    args = {"repo_path": "/w"}
+    morning = engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, BOB, args)
+    assert (morning.effect, morning.cached) == ("allow", False)
+    clock["now"] = datetime.datetime(2026, 1, 5, 19, 0, tzinfo=datetime.UTC)
+    evening = engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, BOB, args)
+    assert (evening.effect, evening.policies, evening.cached) == ("deny", ("hidden-clock",), False)
+    assert engine.stats()["uncached"] == 2
+    commit = {"repo_path": "/w", "message": "m"}
+    assert engine.decide_tool(GIT_COMMIT, COMMIT_SCHEMA, BOB, commit).effect == "allow"
+    files = engine.decide_tool(GIT_COMMIT, COMMIT_SCHEMA, BOB, {**commit, "files": ["a"]})
+    assert (files.effect, files.policies, files.cached) == ("deny", ("no-files",), False)
+
+
 def test_a_tool_first_seen_in_a_call_is_validated_before_it_is_decided(tmp_path: Path) -> None:
     policy = tmp_path / "p.cedar"
     policy.write_text(

@@ -5,10 +5,17 @@ reloads on change that swap the whole set at once.
 **The cache.** A decision is a function of the request's principal (and its groups), action,
 resource and the context attributes the policies read, given the policies and entities. For
 each action, otelhooks reads from Cedar's own parse tree which context paths the policies that
-can apply to it read; the key is the principal, the agent, the client, the action and the
-values at those paths. An action any of whose policies reads ``context.now`` (time) or the
-context as a whole is never cached. A reload makes a new cache (the old one goes with the old
-set): no decision outlives the policies and entities it was made with.
+can apply to it read; the key is the principal with its groups, the action, the agent and the
+client when a policy reads them, and the values at the argument paths read. An action any of
+whose policies reads ``context.now`` (time) or the context as a whole is never cached. A
+reload makes a new cache (the old one goes with the old set): no decision outlives the
+policies and entities it was made with.
+
+**The request.** Cedar is given the policies that can apply to the action (a set parsed once
+per action and loaded set) and a context of what they read: the top-level attributes of the
+context and of the arguments that some policy reads (all of them when one reads the whole),
+``agent`` and ``client`` as entity references. A policy cannot tell it from the whole context;
+building and parsing the rest (the time, above all) is most of what a request costs.
 
 **Reloads.** The files are looked at (their size, time and inode) at most every
 ``reload_interval`` seconds, when a decision is asked for; a change loads and validates a new
@@ -67,6 +74,7 @@ DEFAULT_RELOAD_INTERVAL: Final = 0.5
 """Seconds between looks at the files (a change is in force within twice this)."""
 DEFAULT_CACHE_SIZE: Final = 8192
 _UNCACHED: Final = object()
+ARGUMENTS: Final = "arguments"
 
 Effect = Literal["allow", "deny", "ask"]
 
@@ -96,13 +104,27 @@ class Requester:
 class _Plan:
     """What the decisions of one action depend on: the policies whose action scope can match
     it (and their own set: a policy whose scope cannot match never takes part in a decision,
-    so Cedar decides the same without it), what they read, whether that is all in the key."""
+    so Cedar decides the same without it), what they read, whether that is all in the key, and
+    which parts of the context a request gives them (the rest no policy of the set can see)."""
 
     reads: tuple[tuple[str, ...], ...]
     argument_reads: tuple[tuple[str, ...], ...]  # the reads under context.arguments
     cacheable: bool
     policies: tuple[PolicyInfo, ...]
     policy_set: cedarpy.PolicySet
+    given: frozenset[str]  # the context's attributes given to Cedar
+    argument_names: tuple[str, ...] | None  # the arguments' attributes given (None: all)
+
+
+def _plan(reads: Sequence[tuple[str, ...]]) -> tuple[frozenset[str], tuple[str, ...] | None]:
+    """The context's attributes a request gives for these reads (a read of the whole context
+    gives them all) and the arguments' attributes (``None``: all of them)."""
+    if () in reads:
+        return frozenset((ARGUMENTS, "agent", "client", "now")), None
+    given = frozenset(path[0] for path in reads)
+    if (ARGUMENTS,) in reads:
+        return given, None
+    return given, tuple(sorted({path[1] for path in reads if path[0] == ARGUMENTS}))
 
 
 def _stamp(paths: Sequence[str | None]) -> tuple[Any, ...]:
@@ -145,7 +167,7 @@ class _PolicySet:
                 info for info in self.infos.values() if info.applies_to_action(action_id, groups)
             )
             reads = sorted({path for info in applying for path in info.reads})
-            cacheable = all(path and path[0] in ("arguments", "agent", "client") for path in reads)
+            cacheable = all(path and path[0] in (ARGUMENTS, "agent", "client") for path in reads)
             subset = pst.PolicySet(
                 templates={},
                 static_policies={
@@ -153,9 +175,14 @@ class _PolicySet:
                 },
                 template_links=(),
             )
-            under = tuple(path[1:] for path in reads if path[0] == "arguments")
+            under = tuple(path[1:] for path in reads if path[:1] == (ARGUMENTS,))
             found = self.plans[action_id] = _Plan(
-                tuple(reads), under, cacheable, applying, cedarpy.PolicySet.from_pst(subset)
+                tuple(reads),
+                under,
+                cacheable,
+                applying,
+                cedarpy.PolicySet.from_pst(subset),
+                *_plan(reads),
             )
         return found
 
@@ -370,12 +397,30 @@ class CedarEngine:
             attrs = {"name": target}
         entity = {"uid": resource, "attrs": attrs, "parents": [uid(UPSTREAM, upstream)]}
         entities = state.entities_for(requester.principal).with_added_json_str(json.dumps([entity]))
-        context = {
-            "agent": uid(AGENT, requester.agent),
-            "client": uid(CLIENT, requester.client),
-            "now": now_value(self.now() if self.now else None),
-        }
-        return self._evaluate(state, action, resource, requester, context, entities)
+        plan = state.plan(action)
+        context = self._context(plan, requester, None)
+        return self._evaluate(state, plan, action, resource, requester, context, entities)
+
+    def _context(
+        self, plan: _Plan, requester: Requester, arguments: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """A request's context for the policies of ``plan``: the attributes they read (the
+        arguments cut to the attributes read), entities escaped as entities (Cedar is given no
+        schema with a request); no policy of the set can tell it from the whole context."""
+        given = plan.given
+        context: dict[str, Any] = {}
+        if arguments is not None and ARGUMENTS in given:
+            names = plan.argument_names
+            if names is not None:
+                arguments = {name: arguments[name] for name in names if name in arguments}
+            context[ARGUMENTS] = arguments
+        if "agent" in given:
+            context["agent"] = {"__entity": uid(AGENT, requester.agent)}
+        if "client" in given:
+            context["client"] = {"__entity": uid(CLIENT, requester.client)}
+        if "now" in given:
+            context["now"] = now_value(self.now() if self.now else None)
+        return context
 
     def _decide(
         self, state: _PolicySet, action: str, requester: Requester, arguments: dict[str, Any]
@@ -383,8 +428,18 @@ class CedarEngine:
         plan = state.plan(action)
         key: Any = _UNCACHED
         if plan.cacheable and self.cache_size:
-            # the requester is in the key: paths under agent and client need no projection
-            key = (action, requester, *(_project(arguments, path) for path in plan.argument_reads))
+            # the principal (with its groups: parents in the entities), and the agent and the
+            # client when a policy reads them (entities: no path under them needs projecting)
+            principal, given = requester.principal, plan.given
+            key = (
+                action,
+                principal.type,
+                principal.id,
+                principal.groups,
+                requester.agent if "agent" in given else None,
+                requester.client if "client" in given else None,
+                *[_project(arguments, path) for path in plan.argument_reads],
+            )
             found = state.cache.get(key)
             if found is not None:
                 state.hits += 1
@@ -392,15 +447,10 @@ class CedarEngine:
             state.misses += 1
         else:
             state.uncached += 1
-        context: dict[str, Any] = {
-            "arguments": arguments,
-            "agent": uid(AGENT, requester.agent),
-            "client": uid(CLIENT, requester.client),
-            "now": now_value(self.now() if self.now else None),
-        }
+        context = self._context(plan, requester, arguments)
         entities = state.entities_for(requester.principal)
         resource = uid(TOOL, action)
-        verdict = self._evaluate(state, action, resource, requester, context, entities)
+        verdict = self._evaluate(state, plan, action, resource, requester, context, entities)
         if key is not _UNCACHED:
             if len(state.cache) >= self.cache_size:
                 del state.cache[next(iter(state.cache))]  # the oldest
@@ -410,6 +460,7 @@ class CedarEngine:
     def _evaluate(
         self,
         state: _PolicySet,
+        plan: _Plan,
         action: str,
         resource: dict[str, str],
         requester: Requester,
@@ -422,7 +473,7 @@ class CedarEngine:
             "resource": resource,
             "context": context,
         }
-        result = cedarpy.is_authorized(request, state.plan(action).policy_set, entities)
+        result = cedarpy.is_authorized(request, plan.policy_set, entities)
         infos = [state.infos[r] for r in result.diagnostics.reasons if r in state.infos]
         names = tuple(info.name for info in infos)
         errors = [str(error) for error in result.diagnostics.errors]
