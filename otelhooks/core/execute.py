@@ -594,7 +594,12 @@ def _ran(
     if result.is_error and error_type is None:
         error_type = A.ERR_TOOL_ERROR  # the tool (or an after-hook) said it failed
     approval = allowed.approval
-    verdict: BeforeAction | None = "allow" if allowed.state.hooks.before else None
+    if approval is not None:
+        verdict: BeforeAction | None = approval.asked
+        policies = approval.policies
+    else:
+        verdict = "allow" if allowed.state.hooks.before else None
+        policies = ()
     return Outcome(
         result,
         A.DECISION_ALLOW,
@@ -604,7 +609,8 @@ def _ran(
         allowed.rewritten,
         allowed.arguments,
         overridden,
-        verdict=approval.asked if approval is not None else verdict,
-        policies=approval.policies if approval is not None else (),
-        approval=approval,
+        None,
+        verdict,
+        policies,
+        approval,
     )

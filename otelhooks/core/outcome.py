@@ -87,7 +87,19 @@ class CallState:
     its tool (``None`` when unknown) and its plan, the hooks of each phase, its trace, the run's
     signal, the tools it was resolved in and the caller's options (read where they matter)."""
 
-    __slots__ = ("call", "hooks", "options", "plan", "signal", "tool", "tools", "trace", "watched")
+    __slots__ = (
+        "assistant_message",
+        "call",
+        "context",
+        "hooks",
+        "options",
+        "plan",
+        "signal",
+        "tool",
+        "tools",
+        "trace",
+        "watched",
+    )
 
     def __init__(
         self,
@@ -111,16 +123,10 @@ class CallState:
         self.signal = signal if signal is not None else CancelSignal()
         self.tools = tools
         self.options = options
-
-    @property
-    def context(self) -> AgentContext:
+        self.context: AgentContext = options.get("context") or _EMPTY_CONTEXT
         """The run's snapshot (hooks see it)."""
-        return self.options.get("context") or _EMPTY_CONTEXT
-
-    @property
-    def assistant_message(self) -> AssistantMessage | None:
-        """The message that asked for the call."""
-        return self.options.get("assistant_message")
+        self.assistant_message: AssistantMessage | None = options.get("assistant_message")
+        """The message that asked for the call (hooks see it)."""
 
     @property
     def on_update(self) -> UpdateCallback | None:
