@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from types import CoroutineType
 from typing import Any, Final, TypeVar, Unpack
 
 from opentelemetry import context as otel_context
@@ -85,7 +86,7 @@ from .outcome import (
 from .plan import PlanCache
 from .scrub import NO_SCRUBBING, Scrubber
 from .tool_span import DEFAULT_TOOL_CONTENT_LENGTH, NoPhase, Phase, ToolCallRecorder
-from .tools import InvalidArguments, ToolSet, pending, prepared_arguments
+from .tools import InvalidArguments, ToolSet, prepared_arguments
 
 _NO_PHASE: Final = NoPhase(None)
 
@@ -266,7 +267,7 @@ class ToolExecutor:
                 phase.close()
         except BaseException as exc:
             step = self._stopped(state, exc, None)
-        return _prepared(state, step)
+        return step if isinstance(step, Allowed) else _prepared(state, step)
 
     async def _admit_through_hooks(self, state: CallState) -> Prepared:
         """The before phase of a call with before-hooks: validation, then the hooks decide."""
@@ -357,7 +358,6 @@ class ToolExecutor:
         if bound is None or override is not None:  # the caller's or the model's bound
             bound = call_bound(override, allowed.arguments, tool, self.tool_timeout)
         timeout, in_thread = bound
-        limit = deadline(timeout)
         try:
             value = state.tools.start(
                 tool,
@@ -368,45 +368,44 @@ class ToolExecutor:
                 state.trace.set_attributes if tool.context_param else None,
                 in_thread,
             )
-            if pending(value):
-                return self._awaited(allowed, phase, value, limit, timeout)
-            return self._result(state, value), None
+            if isinstance(value, CoroutineType):  # the value is still to come
+                return self._awaited(allowed, phase, value, timeout)
+            result = as_result(call, value)
+            return (state.trace.for_model(result) if self._scrubs else result), None
         except (Exception, asyncio.CancelledError) as exc:
-            return self._run_failed(allowed, phase, limit, timeout, exc)
+            return self._run_failed(allowed, phase, None, timeout, exc)
 
     async def _awaited(
         self,
         allowed: Allowed,
         phase: Phase | NoPhase,
         running: Awaitable[Any],
-        limit: Deadline,
         timeout: float | None,
     ) -> tuple[ToolResult, str | None]:
-        """The handler's value awaited within its bound ``limit`` (the one timeout mechanism)."""
+        """The handler's value awaited within its bound (the one timeout mechanism)."""
+        state = allowed.state
+        limit = deadline(timeout)
         try:
             with limit:
                 value = await running
-            return self._result(allowed.state, value), None
+            result = as_result(state.call, value)
+            return (state.trace.for_model(result) if self._scrubs else result), None
         except (Exception, asyncio.CancelledError) as exc:
             return self._run_failed(allowed, phase, limit, timeout, exc)
-
-    def _result(self, state: CallState, value: Any) -> ToolResult:
-        """The handler's value as the call's result, scrubbed."""
-        result = as_result(state.call, value)
-        return state.trace.for_model(result) if self._scrubs else result
 
     def _run_failed(
         self,
         allowed: Allowed,
         phase: Phase | NoPhase,
-        limit: Deadline,
+        limit: Deadline | None,
         timeout: float | None,
         exc: BaseException,
     ) -> tuple[ToolResult, str]:
-        """The handler raised ``exc``, or its bound ``limit`` expired, or a cancellation reached
-        it: an error result, or the cancellation goes on when it came from outside."""
+        """The handler raised ``exc``, or its bound ``limit`` (``None``: none yet) expired, or
+        a cancellation reached it: an error result, or the cancellation goes on when it came
+        from outside."""
         state = allowed.state
-        if isinstance(exc, TimeoutError) and limit.expired:
+        if isinstance(exc, TimeoutError) and limit is not None and limit.expired:
             message = f"tool {allowed.tool.name!r} timed out after {timeout}s"
             phase.fail(A.ERR_TOOL_TIMEOUT, message)
             result = state.trace.for_model(error_result(state.call, f"error: {message}"))

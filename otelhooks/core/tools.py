@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import CoroutineType
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -479,10 +480,10 @@ class ToolSet:
         in_thread: bool = False,
     ) -> Any:
         """Start the handler: its value when it has one at once (a sync handler run inline that
-        returned something that is neither awaitable nor a generator), else an awaitable that
-        gives the value (:meth:`run`'s): an async handler's, a handler in a worker thread
-        (``in_thread``), a generator's items collected into a list (each reported to
-        ``on_progress``). No coroutine is made for a sync handler's plain value."""
+        returned something that is neither awaitable nor a generator; never a coroutine), else
+        a coroutine that gives the value (:meth:`run`'s): an async handler's, a handler's in a
+        worker thread (``in_thread``), a generator's items collected into a list (each reported
+        to ``on_progress``). No coroutine is made for a sync handler's plain value."""
         if in_thread and not tool.is_async:
             return _settled(
                 WORKERS.run(
@@ -531,12 +532,7 @@ class ToolSet:
             on_attributes=on_attributes,
             in_thread=in_thread,
         )
-        return (await value) if pending(value) else value
-
-
-def pending(value: Any) -> bool:
-    """Whether :meth:`ToolSet.start` gave an awaitable (the value still to come)."""
-    return type(value) not in _PLAIN and inspect.isawaitable(value)
+        return (await value) if isinstance(value, CoroutineType) else value
 
 
 async def _settled(running: Any, on_progress: ProgressCallback | None, threaded: bool) -> Any:
