@@ -1,12 +1,16 @@
 """One tool call as a straight line, before -> run -> after, traced from outside.
 
-:meth:`ToolExecutor.execute` is :meth:`~ToolExecutor.prepare` then :meth:`~ToolExecutor.finish`,
-nothing in front of it:
+:meth:`ToolExecutor.execute` is :meth:`~ToolExecutor.prepare` then :meth:`~ToolExecutor.finish`
+(their parts, not a copy of them), nothing in front of it:
 
 * ``prepare`` resolves the tool, validates the arguments and runs the before-hooks; it returns
   :class:`~otelhooks.core.outcome.Allowed` or :class:`~otelhooks.core.outcome.Ended`;
-* ``finish`` asks the registry to run the handler (``registry.run``), runs the after-hooks, and
-  returns the :class:`ToolResult`.
+* ``finish`` asks the registry to start the handler (``registry.start``; awaited only when its
+  value is still to come), runs the after-hooks, and returns the :class:`ToolResult`.
+
+``execute`` awaits nothing for a phase that has nothing to wait for: the before phase is a
+coroutine only when before-hooks run, the run phase only when the handler's value is still to
+come (an async handler, a worker thread, a generator).
 
 The registry never learns about hooks or spans; the hooks are the outer decoration; the recorder
 (:mod:`otelhooks.core.tool_span`) turns what happened into spans and metrics, or into nothing
@@ -307,7 +311,7 @@ class ToolExecutor:
             message = f"invalid arguments for tool {tool.name!r}: {exc}"
             return refused(state, phase, A.ERR_INVALID_ARGUMENTS, message)
         if state.signal.reason is not None and not state.hooks.before:
-            return self._cancelled(state, phase, None, args, False)
+            return _cancelled(state, phase, None, args, False)
         return Allowed(state, tool, args, False, None)
 
     async def _before_hooks(
@@ -329,7 +333,7 @@ class ToolExecutor:
         if isinstance(verdict, Blocked):
             return blocked(state, self.scrubber, phase, verdict)
         if isinstance(verdict, Interrupted) or state.signal.reason is not None:
-            return self._cancelled(state, phase, None, verdict.args, verdict.rewritten)
+            return _cancelled(state, phase, None, verdict.args, verdict.rewritten)
         rewritten = verdict.rewritten or admitted.rewritten
         deciding = verdict.deciding_hook or admitted.deciding_hook
         if isinstance(verdict, Held) and state.deferrable:
@@ -348,7 +352,7 @@ class ToolExecutor:
         becomes an error result."""
         state, tool = allowed.state, allowed.tool
         if state.signal.reason is not None:  # stopped between its before phase and now
-            return self._run_cancelled(allowed, phase)
+            return _run_cancelled(allowed, phase)
         call = state.call
         options = state.options
         override = options.get("timeout")
@@ -373,7 +377,7 @@ class ToolExecutor:
             result = as_result(call, value)
             return (state.trace.for_model(result) if self._scrubs else result), None
         except (Exception, asyncio.CancelledError) as exc:
-            return self._run_failed(allowed, phase, None, timeout, exc)
+            return _run_failed(allowed, phase, None, timeout, exc)
 
     async def _awaited(
         self,
@@ -391,32 +395,7 @@ class ToolExecutor:
             result = as_result(state.call, value)
             return (state.trace.for_model(result) if self._scrubs else result), None
         except (Exception, asyncio.CancelledError) as exc:
-            return self._run_failed(allowed, phase, limit, timeout, exc)
-
-    def _run_failed(
-        self,
-        allowed: Allowed,
-        phase: Phase | NoPhase,
-        limit: Deadline | None,
-        timeout: float | None,
-        exc: BaseException,
-    ) -> tuple[ToolResult, str]:
-        """The handler raised ``exc``, or its bound ``limit`` (``None``: none yet) expired, or
-        a cancellation reached it: an error result, or the cancellation goes on when it came
-        from outside."""
-        state = allowed.state
-        if isinstance(exc, TimeoutError) and limit is not None and limit.expired:
-            message = f"tool {allowed.tool.name!r} timed out after {timeout}s"
-            phase.fail(A.ERR_TOOL_TIMEOUT, message)
-            result = state.trace.for_model(error_result(state.call, f"error: {message}"))
-            return result, A.ERR_TOOL_TIMEOUT
-        if isinstance(exc, asyncio.CancelledError):
-            source = cancelled_by(state.signal)
-            if source == "outside":
-                raise exc
-            if source == "signal":
-                return self._run_cancelled(allowed, phase)
-        return self._raised(state, phase, exc)  # the handler raised it itself
+            return _run_failed(allowed, phase, limit, timeout, exc)
 
     def _after_verdict(
         self,
@@ -429,9 +408,7 @@ class ToolExecutor:
         state = allowed.state
         self._hooks_ran(state, phase, verdict.runs)
         if isinstance(verdict, Interrupted):
-            return self._cancelled(
-                state, phase, A.DECISION_ALLOW, allowed.arguments, allowed.rewritten
-            )
+            return _cancelled(state, phase, A.DECISION_ALLOW, allowed.arguments, allowed.rewritten)
         if verdict.failure is not None:
             error_type = verdict.failure.error_type
             phase.fail(error_type, str(verdict.failure))
@@ -439,36 +416,6 @@ class ToolExecutor:
         return _ran(allowed, verdict.result, error_type, verdict.overridden)
 
     # -- how a call ends ----------------------------------------------------------------------
-
-    def _cancelled(
-        self,
-        state: CallState,
-        phase: Phase | NoPhase,
-        decision: Decision | None,
-        args: Mapping[str, Any],
-        rewritten: bool,
-    ) -> Outcome:
-        """The run's signal stopped the call: an error result saying why."""
-        reason = state.signal.reason or "cancelled"
-        phase.cancelled(reason)
-        result = state.trace.for_model(error_result(state.call, f"error: cancelled: {reason}"))
-        return Outcome(result, decision, A.ERR_CANCELLED, None, None, rewritten, args)
-
-    def _run_cancelled(self, allowed: Allowed, phase: Phase | NoPhase) -> tuple[ToolResult, str]:
-        """The run's signal stopped the handler (or stopped the call before it started)."""
-        args, rewritten = allowed.arguments, allowed.rewritten
-        return self._cancelled(allowed.state, phase, A.DECISION_ALLOW, args, rewritten).result, (
-            A.ERR_CANCELLED
-        )
-
-    def _raised(
-        self, state: CallState, phase: Phase | NoPhase, exc: BaseException
-    ) -> tuple[ToolResult, str]:
-        """The handler raised ``exc``: an error result with its message (scrubbed)."""
-        error_type = getattr(exc, "error_type", None) or type(exc).__qualname__
-        result = state.trace.for_model(error_result(state.call, error_text(exc)))
-        phase.raised(exc, error_type, result.content)
-        return result, error_type
 
     def _skipped(self, state: CallState, reason: str, args: Mapping[str, Any]) -> ToolResult:
         result = state.trace.for_model(error_result(state.call, reason))
@@ -485,7 +432,7 @@ class ToolExecutor:
         if isinstance(exc, asyncio.CancelledError):
             source = cancelled_by(state.signal)
             if source == "signal":
-                return self._cancelled(state, _NO_PHASE, decision, args, rewritten)
+                return _cancelled(state, _NO_PHASE, decision, args, rewritten)
             if source == "outside":
                 result = error_result(state.call, "error: cancelled")
                 cancelled = Outcome(result, decision, A.ERR_CANCELLED, None, None, rewritten, args)
@@ -573,6 +520,61 @@ async def _watched(state: CallState, phases: Coroutine[Any, Any, _T]) -> _T:
     """``phases`` awaited while the caller's signal may cancel this task."""
     with state.signal.watching():
         return await phases
+
+
+def _run_failed(
+    allowed: Allowed,
+    phase: Phase | NoPhase,
+    limit: Deadline | None,
+    timeout: float | None,
+    exc: BaseException,
+) -> tuple[ToolResult, str]:
+    """The handler raised ``exc``, or its bound ``limit`` (``None``: none yet) expired, or
+    a cancellation reached it: an error result, or the cancellation goes on when it came
+    from outside."""
+    state = allowed.state
+    if isinstance(exc, TimeoutError) and limit is not None and limit.expired:
+        message = f"tool {allowed.tool.name!r} timed out after {timeout}s"
+        phase.fail(A.ERR_TOOL_TIMEOUT, message)
+        result = state.trace.for_model(error_result(state.call, f"error: {message}"))
+        return result, A.ERR_TOOL_TIMEOUT
+    if isinstance(exc, asyncio.CancelledError):
+        source = cancelled_by(state.signal)
+        if source == "outside":
+            raise exc
+        if source == "signal":
+            return _run_cancelled(allowed, phase)
+    return _raised(state, phase, exc)  # the handler raised it itself
+
+
+def _cancelled(
+    state: CallState,
+    phase: Phase | NoPhase,
+    decision: Decision | None,
+    args: Mapping[str, Any],
+    rewritten: bool,
+) -> Outcome:
+    """The run's signal stopped the call: an error result saying why."""
+    reason = state.signal.reason or "cancelled"
+    phase.cancelled(reason)
+    result = state.trace.for_model(error_result(state.call, f"error: cancelled: {reason}"))
+    return Outcome(result, decision, A.ERR_CANCELLED, None, None, rewritten, args)
+
+
+def _run_cancelled(allowed: Allowed, phase: Phase | NoPhase) -> tuple[ToolResult, str]:
+    """The run's signal stopped the handler (or stopped the call before it started)."""
+    args, rewritten = allowed.arguments, allowed.rewritten
+    return _cancelled(allowed.state, phase, A.DECISION_ALLOW, args, rewritten).result, (
+        A.ERR_CANCELLED
+    )
+
+
+def _raised(state: CallState, phase: Phase | NoPhase, exc: BaseException) -> tuple[ToolResult, str]:
+    """The handler raised ``exc``: an error result with its message (scrubbed)."""
+    error_type = getattr(exc, "error_type", None) or type(exc).__qualname__
+    result = state.trace.for_model(error_result(state.call, error_text(exc)))
+    phase.raised(exc, error_type, result.content)
+    return result, error_type
 
 
 def _prepared(state: CallState, step: Allowed | Outcome | Deferral) -> Prepared:
