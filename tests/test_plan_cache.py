@@ -1,6 +1,6 @@
 """The per-tool plan cache (:mod:`otelhooks.core.plan`) is only a shortcut: over random tools,
 hook chains, options and changes between calls, an executor that caches plans and one that works
-every plan out afresh give the same results, error texts and span trees."""
+every plan out afresh give the same results, error texts, span trees and metric points."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
 
 from otelhooks import (
@@ -146,7 +148,10 @@ call_step = st.tuples(
     ),
 )
 reregister_step = st.tuples(st.just("reregister"), tool_names)
-steps = st.lists(st.one_of(call_step, call_step, hook_step, reregister_step), max_size=14)
+default_step = st.tuples(st.just("default"), st.sampled_from([None, 20.0, 180.0]))
+steps = st.lists(
+    st.one_of(call_step, call_step, hook_step, reregister_step, default_step), max_size=14
+)
 
 
 def _tree(tracing: InMemoryTracing) -> list[Any]:
@@ -170,6 +175,24 @@ def _tree(tracing: InMemoryTracing) -> list[Any]:
     return [(shape(s), [shape(c) for c in tracing.children(s)]) for s in tracing.tool_spans()]
 
 
+def _points(reader: InMemoryMetricReader) -> dict[str, list[tuple[Any, ...]]]:
+    """The metric points as comparable data: each metric's points by their attributes, with
+    their counts (the calls counted), without times and durations."""
+    data = reader.get_metrics_data()
+    found: dict[str, list[tuple[Any, ...]]] = {}
+    for resource in data.resource_metrics if data is not None else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                found[metric.name] = sorted(
+                    (
+                        tuple(sorted((point.attributes or {}).items())),
+                        getattr(point, "count", None) or getattr(point, "value", None),
+                    )
+                    for point in metric.data.data_points
+                )
+    return found
+
+
 @settings(
     max_examples=80,
     deadline=None,
@@ -184,12 +207,15 @@ def test_plans_cached_or_not_give_the_same_results_and_span_trees(
         fn, options = HANDLERS[name]
         registry.register(fn, name=name, **options)
     sides = {}
+    readers = {}
     for cached in (True, False):
         tracing = in_memory_tracing()
+        readers[cached] = InMemoryMetricReader()
         executor = ToolExecutor(
             registry,
             hooks,
             tracer_provider=tracing.provider,
+            meter_provider=MeterProvider(metric_readers=[readers[cached]]),
             capture_content=True,
             plans=PlanCache(enabled=cached),
         )
@@ -204,6 +230,10 @@ def test_plans_cached_or_not_give_the_same_results_and_span_trees(
                 fn, options = HANDLERS[step[1]]
                 registry.register(fn, name=step[1], **options)
                 continue
+            if step[0] == "default":  # the executors' default timeout (part of a plan's key)
+                for executor, _tracing in sides.values():
+                    executor.tool_timeout = step[1]
+                continue
             _, name, arguments, options = step
             results = []
             for executor, _tracing in sides.values():
@@ -216,3 +246,4 @@ def test_plans_cached_or_not_give_the_same_results_and_span_trees(
 
     asyncio.run(main())
     assert _tree(sides[True][1]) == _tree(sides[False][1])
+    assert _points(readers[True]) == _points(readers[False])

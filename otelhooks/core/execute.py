@@ -1,12 +1,16 @@
 """One tool call as a straight line, before -> run -> after, traced from outside.
 
-:meth:`ToolExecutor.execute` is :meth:`~ToolExecutor.prepare` then :meth:`~ToolExecutor.finish`,
-nothing in front of it:
+:meth:`ToolExecutor.execute` is :meth:`~ToolExecutor.prepare` then :meth:`~ToolExecutor.finish`
+(their parts, not a copy of them), nothing in front of it:
 
 * ``prepare`` resolves the tool, validates the arguments and runs the before-hooks; it returns
   :class:`~otelhooks.core.outcome.Allowed` or :class:`~otelhooks.core.outcome.Ended`;
-* ``finish`` asks the registry to run the handler (``registry.run``), runs the after-hooks, and
-  returns the :class:`ToolResult`.
+* ``finish`` asks the registry to start the handler (``registry.start``; awaited only when its
+  value is still to come), runs the after-hooks, and returns the :class:`ToolResult`.
+
+``execute`` awaits nothing for a phase that has nothing to wait for: the before phase is a
+coroutine only when before-hooks run, the run phase only when the handler's value is still to
+come (an async handler, a worker thread, a generator).
 
 The registry never learns about hooks or spans; the hooks are the outer decoration; the recorder
 (:mod:`otelhooks.core.tool_span`) turns what happened into spans and metrics, or into nothing
@@ -27,8 +31,9 @@ The span tree of one call::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, Final, TypedDict, TypeVar, Unpack
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from types import CoroutineType
+from typing import Any, Final, TypeVar, Unpack
 
 from opentelemetry import context as otel_context
 from opentelemetry.metrics import MeterProvider
@@ -40,10 +45,9 @@ from ..telemetry.instruments import Instruments
 from .approvals import (
     ApprovalSettings,
     Approver,
-    CallIdentity,
 )
 from .asking import Approvals, Deferral
-from .cancel import CancelSignal, cancelled_by
+from .cancel import cancelled_by
 from .chain import (
     AfterVerdict,
     Asked,
@@ -68,18 +72,19 @@ from .hooks import (
     Hooks,
     PhaseHooks,
 )
-from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult
+from .messages import AgentContext, ToolCall, ToolResult
 from .outcome import (
     NO_ARGUMENTS,
     Allowed,
+    CallOptions,
     CallState,
     Deferred,
     Ended,
     Outcome,
     Prepared,
-    UpdateCallback,
     blocked,
     end_call,
+    end_outcome,
     refused,
 )
 from .plan import PlanCache
@@ -87,42 +92,12 @@ from .scrub import NO_SCRUBBING, Scrubber
 from .tool_span import DEFAULT_TOOL_CONTENT_LENGTH, NoPhase, Phase, ToolCallRecorder
 from .tools import InvalidArguments, ToolSet, prepared_arguments
 
-_EMPTY_CONTEXT: Final = AgentContext()
 _NO_PHASE: Final = NoPhase(None)
 
 _T = TypeVar("_T")
 
 DEFAULT_TOOL_TIMEOUT: float = 180.0
 """Seconds a tool call may run when neither the tool nor the call sets a timeout (Pi's default)."""
-
-
-class CallOptions(TypedDict, total=False):
-    """What :meth:`ToolExecutor.execute` and :meth:`ToolExecutor.prepare` accept besides the
-    call; every key is optional."""
-
-    assistant_message: AssistantMessage | None
-    """The message that asked for the call (hooks see it)."""
-    context: AgentContext | None
-    """The run's snapshot (hooks see it)."""
-    signal: CancelSignal | None
-    """The run's cancellation signal: cancelling it stops the call."""
-    on_update: UpdateCallback | None
-    """Called with each progress update the tool reports."""
-    hooks: HookChain | None
-    """The hooks of this call (default: the executor's, as they are now)."""
-    tools: ToolSet | None
-    """The tools of this call (default: the executor's registry, as it is now)."""
-    timeout: float | None
-    """Seconds this call may run, replacing the tool's and the executor's; ``0`` disables."""
-    identity: CallIdentity | None
-    """Who asks for the call: what an approval is bound to (default: the context's agent and
-    run, no user)."""
-    deferrable: bool
-    """The caller can end its run with the call pending (the loop): a before-hook's defer
-    defers it (:class:`~otelhooks.core.outcome.Deferred`); otherwise a defer is an ask."""
-    approver: Approver | None
-    """Who answers this call's asks, instead of the executor's approver (a session's host, a
-    resumed call's decision)."""
 
 
 class ToolExecutor:
@@ -198,8 +173,12 @@ class ToolExecutor:
     # -- public entry points ------------------------------------------------------------------
 
     async def execute(self, call: ToolCall, **options: Unpack[CallOptions]) -> ToolResult:
-        """Run one call through before -> run -> after and return its result."""
-        return await self.finish(await self.prepare(call, **options))
+        """Run one call through before -> run -> after and return its result (:meth:`prepare`
+        then :meth:`finish`)."""
+        prepared = self._admit(self._begin(call, None, None, options))
+        if not isinstance(prepared, tuple):  # the before-hooks run
+            prepared = await prepared
+        return await self.finish(prepared)
 
     async def prepare(
         self,
@@ -214,21 +193,8 @@ class ToolExecutor:
         ``parent`` is the context the tool span is created under (default: the current one);
         ``links`` link it to other spans (the loop links the ``chat`` span that asked for it).
         """
-        state = self._begin(call, parent, links, options)
-        try:
-            with state.trace.before as phase:
-                step: Allowed | Outcome | Deferral = self._admitted(state, phase)
-                if state.hooks.before and isinstance(step, Allowed):  # the hooks decide
-                    hooks = self._before_hooks(state, phase, step)
-                    step = await (_watched(state, hooks) if state.watched else hooks)
-        except BaseException as exc:
-            step = self._stopped(state, exc, None)
-        if isinstance(step, Allowed):
-            return step
-        if isinstance(step, Deferral):
-            ended = end_call(state, step.outcome)
-            return Deferred(ended.call, ended.outcome, ended.duration_ms, step.request)
-        return end_call(state, step)
+        prepared = self._admit(self._begin(call, parent, links, options))
+        return prepared if isinstance(prepared, tuple) else await prepared
 
     async def finish(self, prepared: Prepared) -> ToolResult:
         """Run the handler and after-hooks of an allowed call, end its span and return its
@@ -236,21 +202,33 @@ class ToolExecutor:
         if not isinstance(prepared, Allowed):
             return prepared.result
         state = prepared.state
-        if state.trace.ended is not None:  # finished or skipped already
-            return state.trace.ended.result
+        trace = state.trace
+        if trace.ended is not None:  # finished or skipped already
+            return trace.ended.result
         try:
-            run = self._run(prepared)
-            result, error_type = await (_watched(state, run) if state.watched else run)
-            with state.trace.after as phase:
+            phase = trace.run
+            phase.open()
+            try:
+                ran = self._run(prepared, phase)
+                if not isinstance(ran, tuple):  # the handler's value is still to come
+                    ran = await (_watched(state, ran) if state.watched else ran)
+            finally:
+                phase.close()
+            result, error_type = ran
+            phase = trace.after
+            phase.open()
+            try:
                 if state.hooks.after and error_type != A.ERR_CANCELLED:  # the hooks decide
                     hooks = _after_chain(prepared, result)
                     verdict = await (_watched(state, hooks) if state.watched else hooks)
                     outcome = self._after_verdict(prepared, phase, verdict, error_type)
                 else:
                     outcome = _ran(prepared, result, error_type, None)
+            finally:
+                phase.close()
         except BaseException as exc:
             outcome = self._stopped(state, exc, prepared)
-        return end_call(state, outcome).outcome.result
+        return end_outcome(state, outcome).result
 
     def skip(
         self,
@@ -279,6 +257,38 @@ class ToolExecutor:
 
     # -- the three phases ---------------------------------------------------------------------
 
+    def _admit(self, state: CallState) -> Prepared | Coroutine[Any, Any, Prepared]:
+        """The before phase: what :meth:`prepare` returns, or with before-hooks to run, the
+        coroutine that runs the phase and returns it."""
+        if state.hooks.before:
+            return self._admit_through_hooks(state)
+        phase = state.trace.before
+        try:
+            phase.open()
+            try:
+                step: Allowed | Outcome = self._admitted(state, phase)
+            finally:
+                phase.close()
+        except BaseException as exc:
+            step = self._stopped(state, exc, None)
+        return step if isinstance(step, Allowed) else _prepared(state, step)
+
+    async def _admit_through_hooks(self, state: CallState) -> Prepared:
+        """The before phase of a call with before-hooks: validation, then the hooks decide."""
+        phase = state.trace.before
+        try:
+            phase.open()
+            try:
+                step: Allowed | Outcome | Deferral = self._admitted(state, phase)
+                if isinstance(step, Allowed):
+                    hooks = self._before_hooks(state, phase, step)
+                    step = await (_watched(state, hooks) if state.watched else hooks)
+            finally:
+                phase.close()
+        except BaseException as exc:
+            step = self._stopped(state, exc, None)
+        return _prepared(state, step)
+
     def _admitted(self, state: CallState, phase: Phase | NoPhase) -> Allowed | Outcome:
         """The before phase up to its hooks: resolve the tool and validate the arguments. The
         call ends here (unknown tool, invalid arguments, cancelled) or goes on with its
@@ -301,7 +311,7 @@ class ToolExecutor:
             message = f"invalid arguments for tool {tool.name!r}: {exc}"
             return refused(state, phase, A.ERR_INVALID_ARGUMENTS, message)
         if state.signal.reason is not None and not state.hooks.before:
-            return self._cancelled(state, phase, None, args, False)
+            return _cancelled(state, phase, None, args, False)
         return Allowed(state, tool, args, False, None)
 
     async def _before_hooks(
@@ -323,7 +333,7 @@ class ToolExecutor:
         if isinstance(verdict, Blocked):
             return blocked(state, self.scrubber, phase, verdict)
         if isinstance(verdict, Interrupted) or state.signal.reason is not None:
-            return self._cancelled(state, phase, None, verdict.args, verdict.rewritten)
+            return _cancelled(state, phase, None, verdict.args, verdict.rewritten)
         rewritten = verdict.rewritten or admitted.rewritten
         deciding = verdict.deciding_hook or admitted.deciding_hook
         if isinstance(verdict, Held) and state.deferrable:
@@ -333,48 +343,59 @@ class ToolExecutor:
             return await self.approvals.asked(state, phase, admitted, verdict, edits, again)
         return Allowed(state, tool, verdict.args, rewritten, deciding)
 
-    async def _run(self, allowed: Allowed) -> tuple[ToolResult, str | None]:
-        """Run the handler (``registry.run``) within its bound; the result (scrubbed) and the
-        error type when it failed. Whatever the handler raises becomes an error result."""
+    def _run(
+        self, allowed: Allowed, phase: Phase | NoPhase
+    ) -> tuple[ToolResult, str | None] | Coroutine[Any, Any, tuple[ToolResult, str | None]]:
+        """Start the handler (``registry.start``) in the ``run`` phase: the result (scrubbed)
+        and the error type when it failed, or when the handler's value is still to come, the
+        coroutine that awaits it within its bound and gives them. Whatever the handler raises
+        becomes an error result."""
         state, tool = allowed.state, allowed.tool
+        if state.signal.reason is not None:  # stopped between its before phase and now
+            return _run_cancelled(allowed, phase)
         call = state.call
-        with state.trace.run as phase:
-            if state.signal.reason is not None:  # stopped between its before phase and now
-                return self._run_cancelled(allowed, phase)
-            timeout, in_thread = call_bound(
-                state.timeout, allowed.arguments, tool, self.tool_timeout
+        options = state.options
+        override = options.get("timeout")
+        plan = state.plan
+        assert plan is not None  # the tool is known
+        bound = plan.bound
+        if bound is None or override is not None:  # the caller's or the model's bound
+            bound = call_bound(override, allowed.arguments, tool, self.tool_timeout)
+        timeout, in_thread = bound
+        try:
+            value = state.tools.start(
+                tool,
+                allowed.arguments,
+                call.id,
+                state.signal,
+                phase.reporter(call, options.get("on_update")),
+                state.trace.set_attributes if tool.context_param else None,
+                in_thread,
             )
-            limit = deadline(timeout)
-            try:
-                running = state.tools.run(
-                    tool,
-                    allowed.arguments,
-                    tool_call_id=call.id,
-                    signal=state.signal,
-                    on_progress=phase.reporter(call, state.on_update),
-                    on_attributes=state.trace.set_attributes if tool.context_param else None,
-                    in_thread=in_thread,
-                )
-                value = await (running if timeout is None else _within(limit, running))
-                result = as_result(call, value)
-                return (state.trace.for_model(result) if self._scrubs else result), None
-            except TimeoutError as exc:
-                if not limit.expired:  # the handler's own TimeoutError
-                    return self._raised(state, phase, exc)
-                message = f"tool {tool.name!r} timed out after {timeout}s"
-                phase.fail(A.ERR_TOOL_TIMEOUT, message)
-                return state.trace.for_model(error_result(call, f"error: {message}")), (
-                    A.ERR_TOOL_TIMEOUT
-                )
-            except asyncio.CancelledError as exc:
-                source = cancelled_by(state.signal)
-                if source == "outside":
-                    raise
-                if source == "signal":
-                    return self._run_cancelled(allowed, phase)
-                return self._raised(state, phase, exc)  # the handler raised it itself
-            except Exception as exc:
-                return self._raised(state, phase, exc)
+            if isinstance(value, CoroutineType):  # the value is still to come
+                return self._awaited(allowed, phase, value, timeout)
+            result = as_result(call, value)
+            return (state.trace.for_model(result) if self._scrubs else result), None
+        except (Exception, asyncio.CancelledError) as exc:
+            return _run_failed(allowed, phase, None, timeout, exc)
+
+    async def _awaited(
+        self,
+        allowed: Allowed,
+        phase: Phase | NoPhase,
+        running: Awaitable[Any],
+        timeout: float | None,
+    ) -> tuple[ToolResult, str | None]:
+        """The handler's value awaited within its bound (the one timeout mechanism)."""
+        state = allowed.state
+        limit = deadline(timeout)
+        try:
+            with limit:
+                value = await running
+            result = as_result(state.call, value)
+            return (state.trace.for_model(result) if self._scrubs else result), None
+        except (Exception, asyncio.CancelledError) as exc:
+            return _run_failed(allowed, phase, limit, timeout, exc)
 
     def _after_verdict(
         self,
@@ -387,9 +408,7 @@ class ToolExecutor:
         state = allowed.state
         self._hooks_ran(state, phase, verdict.runs)
         if isinstance(verdict, Interrupted):
-            return self._cancelled(
-                state, phase, A.DECISION_ALLOW, allowed.arguments, allowed.rewritten
-            )
+            return _cancelled(state, phase, A.DECISION_ALLOW, allowed.arguments, allowed.rewritten)
         if verdict.failure is not None:
             error_type = verdict.failure.error_type
             phase.fail(error_type, str(verdict.failure))
@@ -397,36 +416,6 @@ class ToolExecutor:
         return _ran(allowed, verdict.result, error_type, verdict.overridden)
 
     # -- how a call ends ----------------------------------------------------------------------
-
-    def _cancelled(
-        self,
-        state: CallState,
-        phase: Phase | NoPhase,
-        decision: Decision | None,
-        args: Mapping[str, Any],
-        rewritten: bool,
-    ) -> Outcome:
-        """The run's signal stopped the call: an error result saying why."""
-        reason = state.signal.reason or "cancelled"
-        phase.cancelled(reason)
-        result = state.trace.for_model(error_result(state.call, f"error: cancelled: {reason}"))
-        return Outcome(result, decision, A.ERR_CANCELLED, None, None, rewritten, args)
-
-    def _run_cancelled(self, allowed: Allowed, phase: Phase | NoPhase) -> tuple[ToolResult, str]:
-        """The run's signal stopped the handler (or stopped the call before it started)."""
-        args, rewritten = allowed.arguments, allowed.rewritten
-        return self._cancelled(allowed.state, phase, A.DECISION_ALLOW, args, rewritten).result, (
-            A.ERR_CANCELLED
-        )
-
-    def _raised(
-        self, state: CallState, phase: Phase | NoPhase, exc: BaseException
-    ) -> tuple[ToolResult, str]:
-        """The handler raised ``exc``: an error result with its message (scrubbed)."""
-        error_type = getattr(exc, "error_type", None) or type(exc).__qualname__
-        result = state.trace.for_model(error_result(state.call, error_text(exc)))
-        phase.raised(exc, error_type, result.content)
-        return result, error_type
 
     def _skipped(self, state: CallState, reason: str, args: Mapping[str, Any]) -> ToolResult:
         result = state.trace.for_model(error_result(state.call, reason))
@@ -443,7 +432,7 @@ class ToolExecutor:
         if isinstance(exc, asyncio.CancelledError):
             source = cancelled_by(state.signal)
             if source == "signal":
-                return self._cancelled(state, _NO_PHASE, decision, args, rewritten)
+                return _cancelled(state, _NO_PHASE, decision, args, rewritten)
             if source == "outside":
                 result = error_result(state.call, "error: cancelled")
                 cancelled = Outcome(result, decision, A.ERR_CANCELLED, None, None, rewritten, args)
@@ -481,28 +470,21 @@ class ToolExecutor:
         if chain.requiring_scrubber:
             chain.check_scrubber(self.scrubber is not NO_SCRUBBING)
         if tool is not None:
-            plan = self.plans.plan(chain, tool)
+            plan = self.plans.plan(chain, tool, self.tool_timeout)
             hooks = plan.hooks
         else:  # an unknown tool: only observers take part
             plan = None
             observers = chain.for_tool(str(name)).observers if chain.hooks else ()
             hooks = PhaseHooks((), (), observers) if observers else NO_HOOKS
-        signal = options.get("signal")
         return CallState(
             call,
             tool,
+            plan,
             hooks,
             self.recorder.start(call, plan, parent, links),
-            options.get("context") or _EMPTY_CONTEXT,
-            signal if signal is not None else CancelSignal(),
-            signal is not None,
-            options.get("assistant_message"),
-            options.get("on_update"),
-            options.get("timeout"),
+            options.get("signal"),
             tools,
-            options.get("identity"),
-            options.get("deferrable", False),
-            options.get("approver"),
+            options,
         )
 
     def _hooks_ran(
@@ -540,10 +522,69 @@ async def _watched(state: CallState, phases: Coroutine[Any, Any, _T]) -> _T:
         return await phases
 
 
-async def _within(limit: Deadline, running: Coroutine[Any, Any, _T]) -> _T:
-    """``running`` awaited within its bound (the one timeout mechanism)."""
-    with limit:
-        return await running
+def _run_failed(
+    allowed: Allowed,
+    phase: Phase | NoPhase,
+    limit: Deadline | None,
+    timeout: float | None,
+    exc: BaseException,
+) -> tuple[ToolResult, str]:
+    """The handler raised ``exc``, or its bound ``limit`` (``None``: none yet) expired, or
+    a cancellation reached it: an error result, or the cancellation goes on when it came
+    from outside."""
+    state = allowed.state
+    if isinstance(exc, TimeoutError) and limit is not None and limit.expired:
+        message = f"tool {allowed.tool.name!r} timed out after {timeout}s"
+        phase.fail(A.ERR_TOOL_TIMEOUT, message)
+        result = state.trace.for_model(error_result(state.call, f"error: {message}"))
+        return result, A.ERR_TOOL_TIMEOUT
+    if isinstance(exc, asyncio.CancelledError):
+        source = cancelled_by(state.signal)
+        if source == "outside":
+            raise exc
+        if source == "signal":
+            return _run_cancelled(allowed, phase)
+    return _raised(state, phase, exc)  # the handler raised it itself
+
+
+def _cancelled(
+    state: CallState,
+    phase: Phase | NoPhase,
+    decision: Decision | None,
+    args: Mapping[str, Any],
+    rewritten: bool,
+) -> Outcome:
+    """The run's signal stopped the call: an error result saying why."""
+    reason = state.signal.reason or "cancelled"
+    phase.cancelled(reason)
+    result = state.trace.for_model(error_result(state.call, f"error: cancelled: {reason}"))
+    return Outcome(result, decision, A.ERR_CANCELLED, None, None, rewritten, args)
+
+
+def _run_cancelled(allowed: Allowed, phase: Phase | NoPhase) -> tuple[ToolResult, str]:
+    """The run's signal stopped the handler (or stopped the call before it started)."""
+    args, rewritten = allowed.arguments, allowed.rewritten
+    return _cancelled(allowed.state, phase, A.DECISION_ALLOW, args, rewritten).result, (
+        A.ERR_CANCELLED
+    )
+
+
+def _raised(state: CallState, phase: Phase | NoPhase, exc: BaseException) -> tuple[ToolResult, str]:
+    """The handler raised ``exc``: an error result with its message (scrubbed)."""
+    error_type = getattr(exc, "error_type", None) or type(exc).__qualname__
+    result = state.trace.for_model(error_result(state.call, error_text(exc)))
+    phase.raised(exc, error_type, result.content)
+    return result, error_type
+
+
+def _prepared(state: CallState, step: Allowed | Outcome | Deferral) -> Prepared:
+    """What the before phase's ``step`` makes of the call: allowed, or ended (deferred)."""
+    if isinstance(step, Allowed):
+        return step
+    if isinstance(step, Deferral):
+        ended = end_call(state, step.outcome)
+        return Deferred(ended.call, ended.outcome, ended.duration_ms, step.request)
+    return end_call(state, step)
 
 
 def _ran(
@@ -554,7 +595,12 @@ def _ran(
     if result.is_error and error_type is None:
         error_type = A.ERR_TOOL_ERROR  # the tool (or an after-hook) said it failed
     approval = allowed.approval
-    verdict: BeforeAction | None = "allow" if allowed.state.hooks.before else None
+    if approval is not None:
+        verdict: BeforeAction | None = approval.asked
+        policies = approval.policies
+    else:
+        verdict = "allow" if allowed.state.hooks.before else None
+        policies = ()
     return Outcome(
         result,
         A.DECISION_ALLOW,
@@ -564,7 +610,8 @@ def _ran(
         allowed.rewritten,
         allowed.arguments,
         overridden,
-        verdict=approval.asked if approval is not None else verdict,
-        policies=approval.policies if approval is not None else (),
-        approval=approval,
+        None,
+        verdict,
+        policies,
+        approval,
     )

@@ -53,6 +53,13 @@ def call_bound(
     return (limit if in_thread else None), in_thread
 
 
+def takes_timeout(tool: Tool) -> bool:
+    """Whether a call's validated arguments may hold a ``timeout`` (:data:`TIMEOUT_ARGUMENT`)
+    that narrows its bound: ``False`` only for a tool validated by its signature's model, with
+    no such parameter (a JSON Schema may let any property through)."""
+    return tool.may_receive(TIMEOUT_ARGUMENT)
+
+
 def as_result(call: ToolCall, value: Any) -> ToolResult:
     """A handler's return value as the call's result."""
     name = call.name

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, Final, NamedTuple, TypeAlias, TypedDict
 
 from opentelemetry import context as otel_context
 
@@ -29,52 +28,138 @@ from .approvals import ApprovalOutcome, ApprovalRequest, Approver, CallIdentity
 from .cancel import CancelSignal
 from .chain import Blocked
 from .handler import error_result
-from .hooks import NO_ARGUMENTS, Outcome, PhaseHooks, ToolCallRecord
+from .hooks import NO_ARGUMENTS, HookChain, Outcome, PhaseHooks, ToolCallRecord
 from .messages import AgentContext, AssistantMessage, ToolCall, ToolResult
+from .plan import CallPlan
 from .scrub import Scrubber
 from .tool_span import CallTrace, NoPhase, Phase
 from .tools import Tool, ToolSet
 
 UpdateCallback: TypeAlias = Callable[[ToolCall, Any], None]
 
+_EMPTY_CONTEXT: Final = AgentContext()
+
 __all__ = [
     "NO_ARGUMENTS",
     "Allowed",
+    "CallOptions",
     "CallState",
     "Deferred",
     "Ended",
     "Outcome",
     "Prepared",
     "end_call",
+    "end_outcome",
 ]
 
 
-@dataclass(slots=True)
+class CallOptions(TypedDict, total=False):
+    """What :meth:`ToolExecutor.execute` and :meth:`ToolExecutor.prepare` accept besides the
+    call; every key is optional."""
+
+    assistant_message: AssistantMessage | None
+    """The message that asked for the call (hooks see it)."""
+    context: AgentContext | None
+    """The run's snapshot (hooks see it)."""
+    signal: CancelSignal | None
+    """The run's cancellation signal: cancelling it stops the call."""
+    on_update: UpdateCallback | None
+    """Called with each progress update the tool reports."""
+    hooks: HookChain | None
+    """The hooks of this call (default: the executor's, as they are now)."""
+    tools: ToolSet | None
+    """The tools of this call (default: the executor's registry, as it is now)."""
+    timeout: float | None
+    """Seconds this call may run, replacing the tool's and the executor's; ``0`` disables."""
+    identity: CallIdentity | None
+    """Who asks for the call: what an approval is bound to (default: the context's agent and
+    run, no user)."""
+    deferrable: bool
+    """The caller can end its run with the call pending (the loop): a before-hook's defer
+    defers it (:class:`~otelhooks.core.outcome.Deferred`); otherwise a defer is an ask."""
+    approver: Approver | None
+    """Who answers this call's asks, instead of the executor's approver (a session's host, a
+    resumed call's decision)."""
+
+
 class CallState:
     """What one call runs with, fixed when it starts (nothing changes it afterwards): the call,
-    its tool (``None`` when unknown) and the hooks of each phase, its trace, the run's context
-    and signal, and the caller's options."""
+    its tool (``None`` when unknown) and its plan, the hooks of each phase, its trace, the run's
+    signal, the tools it was resolved in and the caller's options (read where they matter)."""
 
-    call: ToolCall
-    tool: Tool | None
-    hooks: PhaseHooks
-    trace: CallTrace
-    context: AgentContext
-    signal: CancelSignal
-    watched: bool  # a caller's signal: cancelling it cancels the call's task
-    assistant_message: AssistantMessage | None
-    on_update: UpdateCallback | None
-    timeout: float | None  # the caller's bound for this call (0 disables)
-    tools: ToolSet
-    identity: CallIdentity | None  # who asks (default: the context's agent and run)
-    deferrable: bool  # a loop that can end the run with the call pending asked for it
-    approver: Approver | None  # the call's own approver (else the executor's)
+    __slots__ = (
+        "assistant_message",
+        "call",
+        "context",
+        "hooks",
+        "options",
+        "plan",
+        "signal",
+        "tool",
+        "tools",
+        "trace",
+        "watched",
+    )
+
+    def __init__(
+        self,
+        call: ToolCall,
+        tool: Tool | None,
+        plan: CallPlan | None,
+        hooks: PhaseHooks,
+        trace: CallTrace,
+        signal: CancelSignal | None,
+        tools: ToolSet,
+        options: CallOptions,
+    ) -> None:
+        self.call = call
+        self.tool = tool
+        self.plan = plan
+        """What every call of the tool shares (``None`` for an unknown tool)."""
+        self.hooks = hooks
+        self.trace = trace
+        self.watched = signal is not None
+        """A caller's signal: cancelling it cancels the call's task."""
+        self.signal = signal if signal is not None else CancelSignal()
+        self.tools = tools
+        self.options = options
+        self.context: AgentContext = options.get("context") or _EMPTY_CONTEXT
+        """The run's snapshot (hooks see it)."""
+        self.assistant_message: AssistantMessage | None = options.get("assistant_message")
+        """The message that asked for the call (hooks see it)."""
+
+    @property
+    def on_update(self) -> UpdateCallback | None:
+        """Called with each progress update the tool reports."""
+        return self.options.get("on_update")
+
+    @property
+    def timeout(self) -> float | None:
+        """The caller's bound for this call (``0`` disables)."""
+        return self.options.get("timeout")
+
+    @property
+    def identity(self) -> CallIdentity | None:
+        """Who asks (default: the context's agent and run)."""
+        return self.options.get("identity")
+
+    @property
+    def deferrable(self) -> bool:
+        """A loop that can end the run with the call pending asked for it."""
+        return self.options.get("deferrable", False)
+
+    @property
+    def approver(self) -> Approver | None:
+        """The call's own approver (else the executor's)."""
+        return self.options.get("approver")
 
     def asking(self) -> CallIdentity:
         """The identity an approval of this call is bound to."""
-        if self.identity is not None:
-            return self.identity
-        return CallIdentity(self.context.agent_name, self.context.run_id)
+        identity = self.identity
+        if identity is not None:
+            return identity
+        context = self.context
+        return CallIdentity(context.agent_name, context.run_id)
 
 
 class Allowed(NamedTuple):
@@ -134,19 +219,25 @@ Prepared: TypeAlias = Allowed | Ended | Deferred
 
 
 def end_call(state: CallState, outcome: Outcome) -> Ended:
+    """End the call with ``outcome`` (:func:`end_outcome`); the call as it ended."""
+    outcome = end_outcome(state, outcome)
+    return Ended(state.call, outcome, state.trace.duration_ms)
+
+
+def end_outcome(state: CallState, outcome: Outcome) -> Outcome:
     """End the call with ``outcome``: the observers see its record (while the call's span is
     current; one that raises, or is async, is recorded on the span and ignored), its span ends
-    and it is counted. A call that ended already keeps its first outcome."""
+    and it is counted. A call that ended already keeps its first outcome, which is returned."""
     trace = state.trace
     first = trace.ended
     if first is not None:
-        return Ended(state.call, first, trace.duration_ms)
+        return first
     observers = state.hooks.observers
-    duration_ms = trace.end(outcome, tool_known=state.tool is not None, close=not observers)
+    duration_ms = trace.end(outcome, state.plan, not observers)
     if observers:  # while the call's span is open: what they add goes on it
         _notify(state, outcome.record(state.call, duration_ms))
         trace.close()
-    return Ended(state.call, outcome, duration_ms)
+    return outcome
 
 
 def _notify(state: CallState, record: ToolCallRecord) -> None:

@@ -1,11 +1,13 @@
 """The plan of a tool under a hook chain: what every call of that tool does the same way, worked
 out once.
 
-A :class:`CallPlan` holds the hooks of each phase that apply to the tool and the identity its
-span starts with (name and attributes). It depends only on a frozen :class:`~otelhooks.Tool` and
-an immutable :class:`~otelhooks.HookChain`, so :class:`PlanCache` keeps it keyed on exactly those
-two objects: a tool registered again under its name, or hooks registered since, are new keys,
-and nothing needs telling that something changed. This module is the runtime's only per-tool
+A :class:`CallPlan` holds the hooks of each phase that apply to the tool, the identity its
+span starts with (name and attributes), the attributes of an allowed call's metric points, and
+the bound a call runs under when neither the caller nor the model sets one. It depends only on a
+frozen :class:`~otelhooks.Tool`, an immutable :class:`~otelhooks.HookChain` and the executor's
+default timeout (a number), so :class:`PlanCache` keeps it keyed on exactly those three: a tool
+registered again under its name, hooks registered since or another default are new keys, and
+nothing needs telling that something changed. This module is the runtime's only per-tool
 shortcut; a test runs the same calls with the cache on and off and expects the same results,
 error texts and span trees.
 """
@@ -17,7 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..telemetry import attributes as A
-from .hooks import NO_HOOKS, HookChain, PhaseHooks
+from ..telemetry.instruments import tool_call_attributes
+from .handler import call_bound, takes_timeout
+from .hooks import NO_ARGUMENTS, NO_HOOKS, HookChain, PhaseHooks
 from .tools import Tool
 
 DEFAULT_PLANS: Final = 1024
@@ -33,10 +37,18 @@ class CallPlan:
     span_name: str
     span_attributes: Mapping[str, Any]
     """The attributes every call's span starts with (copied per call, the call id added)."""
+    allowed_metrics: Mapping[str, Any]
+    """The attributes of the metric points of a call that was allowed and did not fail (the
+    same mapping for each: nothing changes it)."""
+    bound: tuple[float | None, bool] | None
+    """The bound of a call the caller gives no timeout (see
+    :func:`~otelhooks.core.handler.call_bound`), when the tool takes no ``timeout`` argument
+    that could narrow it; ``None``: worked out per call."""
 
 
-def make_plan(chain: HookChain, tool: Tool) -> CallPlan:
-    """The plan of ``tool`` under ``chain``."""
+def make_plan(chain: HookChain, tool: Tool, default_timeout: float | None = None) -> CallPlan:
+    """The plan of ``tool`` under ``chain``, for an executor whose tools run at most
+    ``default_timeout`` seconds unless they say otherwise."""
     attributes: dict[str, Any] = {
         A.GEN_AI_OPERATION_NAME: A.OP_EXECUTE_TOOL,
         A.GEN_AI_TOOL_NAME: tool.name,
@@ -45,28 +57,35 @@ def make_plan(chain: HookChain, tool: Tool) -> CallPlan:
     if tool.description:
         attributes[A.GEN_AI_TOOL_DESCRIPTION] = tool.description
     hooks = chain.for_tool(tool.name) if chain.hooks else NO_HOOKS
-    return CallPlan(tool, hooks, f"{A.OP_EXECUTE_TOOL} {tool.name}", attributes)
+    return CallPlan(
+        tool,
+        hooks,
+        f"{A.OP_EXECUTE_TOOL} {tool.name}",
+        attributes,
+        tool_call_attributes(tool.name, A.DECISION_ALLOW, None),
+        None if takes_timeout(tool) else call_bound(None, NO_ARGUMENTS, tool, default_timeout),
+    )
 
 
 class PlanCache:
-    """Plans by (hook chain, tool), at most ``size`` of them; ``enabled=False`` works every
-    plan out afresh (the same plans, only slower)."""
+    """Plans by (hook chain, tool, default timeout), at most ``size`` of them; ``enabled=False``
+    works every plan out afresh (the same plans, only slower)."""
 
     __slots__ = ("_plans", "enabled", "size")
 
     def __init__(self, *, enabled: bool = True, size: int = DEFAULT_PLANS) -> None:
         self.enabled = enabled
         self.size = size
-        self._plans: dict[tuple[HookChain, Tool], CallPlan] = {}
+        self._plans: dict[tuple[HookChain, Tool, float | None], CallPlan] = {}
 
-    def plan(self, chain: HookChain, tool: Tool) -> CallPlan:
-        """The plan of ``tool`` under ``chain``."""
-        if not self.enabled:
-            return make_plan(chain, tool)
-        key = (chain, tool)
+    def plan(self, chain: HookChain, tool: Tool, default_timeout: float | None = None) -> CallPlan:
+        """The plan of ``tool`` under ``chain`` (see :func:`make_plan`)."""
+        key = (chain, tool, default_timeout)
         found = self._plans.get(key)
         if found is None:
-            if len(self._plans) >= self.size:
-                self._plans.clear()
-            found = self._plans[key] = make_plan(chain, tool)
+            found = make_plan(chain, tool, default_timeout)
+            if self.enabled:
+                if len(self._plans) >= self.size:
+                    self._plans.clear()
+                self._plans[key] = found
         return found

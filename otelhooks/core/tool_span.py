@@ -45,7 +45,7 @@ from opentelemetry.trace import (
 
 from ..telemetry import attributes as A
 from ..telemetry.content import Capture, cap_text, to_json_text
-from ..telemetry.instruments import Instruments
+from ..telemetry.instruments import Instruments, tool_call_attributes
 from ..version import __version__
 from .chain import HookRun
 from .hooks import Outcome
@@ -135,8 +135,9 @@ class ToolCallRecorder(Recorder):
         """Start the call's span under ``parent`` (default: the current context): the recording
         trace when the span records, else the null one (without a span at all when nothing
         could record)."""
-        if not self.recording:
-            return CallTrace(self, trace.INVALID_SPAN, None)
+        provider = self.provider if self.provider is not None else trace.get_tracer_provider()
+        if isinstance(provider, _SILENT):  # nothing could record (see recording)
+            return CallTrace(self)
         scrub = self.identifier  # the model chose the id (and an unknown tool's name)
         if plan is not None:
             name = plan.span_name
@@ -166,8 +167,8 @@ class ToolCallRecorder(Recorder):
                 after_current=hooks is not None and bool(hooks.after),
             )
         if span.get_span_context().is_valid:  # sampled out: its context still propagates
-            return CallTrace(self, span, trace.set_span_in_context(span, parent))
-        return CallTrace(self, span, None)
+            return SampledOutCallTrace(self, span, trace.set_span_in_context(span, parent))
+        return CallTrace(self)
 
 
 _SILENT: Final = (NoOpTracerProvider, ProxyTracerProvider)
@@ -182,12 +183,13 @@ class NoPhase:
     def __init__(self, context: otel_context.Context | None) -> None:
         self._context = context
 
-    def __enter__(self) -> NoPhase:
+    def open(self) -> None:
+        """Enter the phase: the call's context made current (when it has one)."""
         if self._context is not None:
             self._token = otel_context.attach(self._context)
-        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
+        """Leave the phase (after :meth:`open`, whatever happened in it)."""
         if self._context is not None:
             otel_context.detach(self._token)
 
@@ -248,39 +250,29 @@ def _unchanged(result: ToolResult) -> tuple[ToolResult, list[str]]:
 
 class CallTrace:
     """The trace of a call whose span does not record (the null object): its phases
-    (:attr:`before`, :attr:`run`, :attr:`after`, each entered once with ``with``) have no span,
+    (:attr:`before`, :attr:`run`, :attr:`after`, each each opened and closed once) have no span,
     and the call is counted when it ends. :class:`RecordingCallTrace` is the one that records.
 
     The ``run`` phase makes the call's context current (the handler's spans nest under it);
     ``before`` and ``after`` do when hooks run in them."""
 
-    __slots__ = (
-        "_recorder",
-        "after",
-        "before",
-        "context",
-        "duration_ms",
-        "ended",
-        "run",
-        "span",
-        "started",
-    )
+    __slots__ = ("_recorder", "duration_ms", "ended", "started")
 
-    def __init__(
-        self, recorder: ToolCallRecorder, span: Span, context: otel_context.Context | None
-    ) -> None:
+    span: Span = trace.INVALID_SPAN
+    """The call's span (one that records nothing)."""
+    context: otel_context.Context | None = None
+    """The call's context (its span current), ``None`` when the span carries nothing to
+    propagate: code then runs in the caller's context."""
+    before: Phase | NoPhase = _DETACHED
+    run: Phase | NoPhase = _DETACHED
+    after: Phase | NoPhase = _DETACHED
+
+    def __init__(self, recorder: ToolCallRecorder) -> None:
         self._recorder = recorder
-        self.span = span
-        self.context = context
-        """The call's context (its span current), ``None`` when the span carries nothing to
-        propagate: code then runs in the caller's context."""
         self.started = time.perf_counter()
         self.ended: Outcome | None = None
         """The call's outcome, once it ended."""
         self.duration_ms = 0.0
-        self.before: Phase | NoPhase = _DETACHED
-        self.run: Phase | NoPhase = _DETACHED if context is None else NoPhase(context)
-        self.after: Phase | NoPhase = _DETACHED
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         """Attributes a tool adds to its call's span."""
@@ -306,24 +298,38 @@ class CallTrace:
     def observer_failed(self, exc: Exception, hook: str) -> None:
         """An observer raised: recorded and ignored."""
 
-    def end(self, outcome: Outcome, *, tool_known: bool, close: bool = True) -> float:
-        """Record the call's outcome (once: a later call changes nothing), count the call, and
-        with ``close`` end its span (else :meth:`close` does, after the observers); its duration
-        in milliseconds."""
+    def end(self, outcome: Outcome, plan: CallPlan | None, close: bool = True) -> float:
+        """Record the call's outcome (once: a later call changes nothing), count the call (of
+        the tool ``plan`` is for; ``None``: an unknown tool), and with ``close`` end its span
+        (else :meth:`close` does, after the observers); its duration in milliseconds."""
         if self.ended is not None:
             return self.duration_ms
         seconds = time.perf_counter() - self.started
         self.ended, self.duration_ms = outcome, seconds * 1000.0
-        self._recorder.instruments.record_tool(
-            outcome.result.tool_name if tool_known else A.UNKNOWN_TOOL,
-            outcome.decision,
-            outcome.error_type,
-            seconds,
-        )
+        error_type = outcome.error_type
+        if plan is not None and error_type is None and outcome.decision == A.DECISION_ALLOW:
+            attributes = plan.allowed_metrics
+        else:
+            tool = outcome.result.tool_name if plan is not None else A.UNKNOWN_TOOL
+            attributes = tool_call_attributes(tool, outcome.decision, error_type)
+        self._recorder.instruments.record_tool_call(attributes, seconds)
         return self.duration_ms
 
     def close(self) -> None:
         """End the span (a span that does not record has nothing to end)."""
+
+
+class SampledOutCallTrace(CallTrace):
+    """The trace of a call whose span was sampled out: it records nothing, but its context
+    propagates (the handler runs in it, so the trace goes on downstream as sampled out)."""
+
+    __slots__ = ("context", "run", "span")
+
+    def __init__(self, recorder: ToolCallRecorder, span: Span, context: otel_context.Context):
+        super().__init__(recorder)
+        self.span = span
+        self.context = context
+        self.run = NoPhase(context)
 
 
 def _mark_error(span: Span, error_type: str, message: str) -> None:
@@ -347,7 +353,7 @@ class RecordingCallTrace(CallTrace):
     """The trace of a call whose span records: a child span per phase, and the outcome on the
     call's span when it ends."""
 
-    __slots__ = ("paths",)
+    __slots__ = ("after", "before", "context", "paths", "run", "span")
 
     def __init__(
         self,
@@ -358,7 +364,9 @@ class RecordingCallTrace(CallTrace):
         before_current: bool,
         after_current: bool,
     ) -> None:
-        super().__init__(recorder, span, context)
+        super().__init__(recorder)
+        self.span = span
+        self.context = context
         self.paths: list[str] | None = None  # what the scrubber changed, for redacted.paths
         self.before = Phase(self, A.SPAN_BEFORE, before_current)
         self.run = Phase(self, A.SPAN_RUN, True)
@@ -402,12 +410,12 @@ class RecordingCallTrace(CallTrace):
             self.redacted((attribute,))
         return cap_text(scrubbed, self._recorder.max_content_length if limit is None else limit)
 
-    def end(self, outcome: Outcome, *, tool_known: bool, close: bool = True) -> float:
+    def end(self, outcome: Outcome, plan: CallPlan | None, close: bool = True) -> float:
         """Record the outcome on the call's span (see :meth:`CallTrace.end`)."""
         if self.ended is not None:
             return self.duration_ms
-        self._outcome(outcome, tool_known)
-        duration_ms = super().end(outcome, tool_known=tool_known)
+        self._outcome(outcome, plan is not None)
+        duration_ms = super().end(outcome, plan)
         if close:
             self.span.end()
         return duration_ms
@@ -516,14 +524,15 @@ class Phase:
         self._current = current
         self.span: Span = trace.INVALID_SPAN
 
-    def __enter__(self) -> Phase:
+    def open(self) -> None:
+        """Enter the phase: its span started (and made current when hooks run in it)."""
         context = self._call.context
         self.span = span = self._call.tracer.start_span(self._name, context)
         if self._current:
             self._token = otel_context.attach(trace.set_span_in_context(span, context))
-        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def close(self) -> None:
+        """Leave the phase (after :meth:`open`, whatever happened in it): its span ended."""
         if self._current:
             otel_context.detach(self._token)
         self.span.end()

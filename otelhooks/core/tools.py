@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import CoroutineType
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -175,10 +176,16 @@ class Tool:
                 raise InvalidArguments("; ".join(_jsonschema_message(e) for e in errors))
         return dict(args)
 
+    def may_receive(self, name: str) -> bool:
+        """Whether a call's validated arguments may hold ``name``: ``False`` only when the
+        signature's model validates them and has no such parameter (a JSON Schema may let any
+        property through)."""
+        model = self._model
+        return model is None or name in model.model_fields
+
     def call(
         self,
         args: Mapping[str, Any],
-        *,
         tool_call_id: str,
         signal: CancelSignal,
         on_progress: ProgressCallback | None = None,
@@ -462,6 +469,45 @@ class ToolSet:
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
+    def start(
+        self,
+        tool: Tool,
+        args: Mapping[str, Any],
+        tool_call_id: str,
+        signal: CancelSignal,
+        on_progress: ProgressCallback | None = None,
+        on_attributes: Callable[[Mapping[str, Any]], None] | None = None,
+        in_thread: bool = False,
+    ) -> Any:
+        """Start the handler: its value when it has one at once (a sync handler run inline that
+        returned something that is neither awaitable nor a generator; never a coroutine), else
+        a coroutine that gives the value (:meth:`run`'s): an async handler's, a handler's in a
+        worker thread (``in_thread``), a generator's items collected into a list (each reported
+        to ``on_progress``). No coroutine is made for a sync handler's plain value."""
+        if in_thread and not tool.is_async:
+            return _settled(
+                WORKERS.run(
+                    functools.partial(
+                        tool.call,
+                        args,
+                        tool_call_id=tool_call_id,
+                        signal=signal,
+                        on_progress=on_progress,
+                        on_attributes=on_attributes,
+                    )
+                ),
+                on_progress,
+                True,
+            )
+        value = tool.call(args, tool_call_id, signal, on_progress, on_attributes)
+        if type(value) in _PLAIN:
+            return value
+        if tool.is_async or inspect.isawaitable(value):
+            return _settled(value, on_progress, False)
+        if inspect.isgenerator(value) or inspect.isasyncgen(value):
+            return _collect(value, on_progress)
+        return value
+
     async def run(
         self,
         tool: Tool,
@@ -476,37 +522,32 @@ class ToolSet:
         """Run the handler and return its value: awaited if async; a sync one inline, or in a
         worker thread when ``in_thread`` (so that a timeout can fire and other tools keep
         running). A generator's items are collected into a list, each reported to
-        ``on_progress``."""
-        if tool.is_async or not in_thread:
-            value = tool.call(
-                args,
-                tool_call_id=tool_call_id,
-                signal=signal,
-                on_progress=on_progress,
-                on_attributes=on_attributes,
-            )
-        else:
-            value = await WORKERS.run(
-                functools.partial(
-                    tool.call,
-                    args,
-                    tool_call_id=tool_call_id,
-                    signal=signal,
-                    on_progress=on_progress,
-                    on_attributes=on_attributes,
-                )
-            )
-        kind = type(value)
-        if kind in _PLAIN:
-            return value
-        if tool.is_async or inspect.isawaitable(value):
-            value = await value
-            kind = type(value)
-            if kind in _PLAIN:
-                return value
-        if inspect.isgenerator(value) or inspect.isasyncgen(value):
-            return await _collect(value, on_progress)
+        ``on_progress``. :meth:`start` awaited when it gives an awaitable."""
+        value = self.start(
+            tool,
+            args,
+            tool_call_id=tool_call_id,
+            signal=signal,
+            on_progress=on_progress,
+            on_attributes=on_attributes,
+            in_thread=in_thread,
+        )
+        return (await value) if isinstance(value, CoroutineType) else value
+
+
+async def _settled(running: Any, on_progress: ProgressCallback | None, threaded: bool) -> Any:
+    """The value of an awaitable handler, awaited once (``threaded``: of a worker thread's run,
+    whose value is awaited in its turn when it is awaitable); a generator's items collected."""
+    value = await running
+    if type(value) in _PLAIN:
         return value
+    if threaded and inspect.isawaitable(value):
+        value = await value
+        if type(value) in _PLAIN:
+            return value
+    if inspect.isgenerator(value) or inspect.isasyncgen(value):
+        return await _collect(value, on_progress)
+    return value
 
 
 async def _collect(gen: Any, report: ProgressCallback | None) -> list[Any]:

@@ -80,17 +80,28 @@ class Instruments:
         self, tool: str, decision: str | None, error_type: str | None, seconds: float
     ) -> None:
         """One tool call: ``decision`` is the before phase's (allow, block, skip)."""
-        if decision == A.DECISION_BLOCK:
-            outcome = A.DECISION_BLOCK
-        elif error_type is not None:
-            outcome = "error"
-        else:
-            outcome = decision or "error"
-        attrs: dict[str, Any] = {A.GEN_AI_TOOL_NAME: tool, TOOL_OUTCOME: outcome}
-        if error_type is not None:
-            attrs[A.ERROR_TYPE] = error_type
-        self.tool_calls.add(1, attrs)
-        self.tool_duration.record(seconds, attrs)
+        self.record_tool_call(tool_call_attributes(tool, decision, error_type), seconds)
+
+    def record_tool_call(self, attributes: Mapping[str, Any], seconds: float) -> None:
+        """One tool call with its metric attributes (:func:`tool_call_attributes`; the mapping
+        is kept by the SDK's aggregation, and must not be changed afterwards)."""
+        self.tool_calls.add(1, attributes)
+        self.tool_duration.record(seconds, attributes)
+
+
+def tool_call_attributes(tool: str, decision: str | None, error_type: str | None) -> dict[str, Any]:
+    """The attributes of one tool call's metric points: the tool, the outcome (``allow``,
+    ``block``, ``skip`` or ``error``) and the error type when it failed."""
+    if decision == A.DECISION_BLOCK:
+        outcome = A.DECISION_BLOCK
+    elif error_type is not None:
+        outcome = "error"
+    else:
+        outcome = decision or "error"
+    attrs: dict[str, Any] = {A.GEN_AI_TOOL_NAME: tool, TOOL_OUTCOME: outcome}
+    if error_type is not None:
+        attrs[A.ERROR_TYPE] = error_type
+    return attrs
 
 
 CHAT_METRIC_KEYS: Final = (
