@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+from pathlib import Path
 
 import pytest
 
 from otelhooks import Hooks, ToolCall, ToolExecutor, ToolRegistry
 from otelhooks.builtin import RedactionHook, Redactor, StructlogEvents, json_logger
+from otelhooks.builtin.audit import AuditLog
 from otelhooks.builtin.secret_detectors import call_id_shaped
 from otelhooks.builtin.secret_rules import PATTERNS, samples_of
 from otelhooks.telemetry import attributes as A
@@ -111,3 +113,41 @@ def test_a_secret_of_every_known_format_as_the_call_id_is_removed() -> None:
 def test_a_tool_name_made_of_words_is_kept() -> None:
     _, _, tool = _run("call_1", "CorrectHorseBatteryStaple")
     assert tool == "CorrectHorseBatteryStaple"
+
+
+GITHUB_TOKEN = "ghp_16C7e42F292c6912E7710c838347Ae178B4a"
+
+
+@pytest.mark.parametrize(
+    ("call_id", "tool"),
+    [
+        ("CorrectHorseBatteryStaple", "lookup"),  # no id's shape
+        (GITHUB_TOKEN, "lookup"),  # a secret's format
+        ("call_1", GITHUB_TOKEN),  # an unknown tool named by a secret
+    ],
+)
+def test_the_audit_log_holds_no_secret_from_a_call_id_or_a_tool_name(
+    tmp_path: Path, call_id: str, tool: str
+) -> None:
+    """The audit log never holds the arguments (a digest of them): nor does it hold what the
+    model put in a call id or an unknown tool's name; a minted id is kept to follow the call."""
+    registry = ToolRegistry()
+
+    @registry.tool(name="lookup")
+    def lookup() -> str:
+        """A tool."""
+        return "ok"
+
+    log = AuditLog(tmp_path / "audit.jsonl", fsync=False)
+    redactor = Redactor()
+    executor = ToolExecutor(registry, Hooks([log]), scrubber=redactor)
+    for call in (
+        ToolCall(call_id, tool, {}),
+        ToolCall("call_abc123XYZdef456GHI789jk", "lookup", {}),
+    ):
+        asyncio.run(executor.execute(call))
+    log.close()
+    text = (tmp_path / "audit.jsonl").read_text()
+    leaked = tool if tool != "lookup" else call_id
+    assert leaked not in text and "[REDACTED:" in text
+    assert '"call_id":"call_abc123XYZdef456GHI789jk"' in text and '"tool":"lookup"' in text

@@ -686,3 +686,120 @@ async def test_without_redaction_the_gateway_never_shows_a_call_in_a_form() -> N
         HOST.reset(token)
     assert sent == [] and store.asked == [request]
     assert getattr(decision, "by", None) == "store"
+
+
+# -- the request's context, cut to what the policies read: the same decisions as the whole -------
+
+_TRICKY_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "repo_path": {"type": "string"},
+        "message": {"type": "string"},
+        "files": {"type": "array", "items": {"type": "string"}},
+        "opts": {
+            "type": "object",
+            "properties": {"force": {"type": "boolean"}, "name": {"type": "string"}},
+        },
+        # arguments named as the context's own attributes
+        "now": {"type": "string"},
+        "agent": {"type": "string"},
+        "arguments": {"type": "string"},
+        "note": {"type": ["string", "null"]},
+    },
+    "required": ["repo_path"],
+}
+# conditions that read the context through every path Cedar has: attributes, nested records,
+# ``has`` (one and two levels), ``like``, indexing, sets, ``if``, negation, records holding the
+# context whole, the time, the agent and the client as entities
+_TRICKY_CONDITIONS = (
+    'context.arguments.repo_path like "/etc*"',
+    'context.arguments has message && context.arguments.message like "*rm -rf*"',
+    "context.arguments has opts && context.arguments.opts has force"
+    " && context.arguments.opts.force",
+    "context.arguments has opts.force && context.arguments.opts.force",
+    'context.arguments["repo_path"] == "/x"',
+    'context["arguments"]["repo_path"] == "/x"',
+    "context has arguments.note",
+    "context.arguments has note",
+    'context.arguments has now && context.arguments.now == "x"',
+    'context.arguments has agent && context.arguments.agent == "rogue"',
+    "context.arguments has arguments",
+    "!(context.arguments has message)",
+    'context.agent == Agent::"rogue"',
+    'context.client in [Client::"bad"]',
+    'context has agent && context.agent == Agent::"rogue"',
+    'context has now && context.now.toTime() >= duration("12h")',
+    'context.now.toTime() >= duration("12h")',
+    '{"c": context}.c.arguments has files',
+    '{"c": context}.c.agent == Agent::"rogue"',
+    'if context.arguments has files then context.arguments.files.contains("k") else false',
+    'context.arguments has files && context.arguments.files.containsAny(["a", "k"])',
+)
+_TRICKY_ARGUMENTS = (
+    {"repo_path": "/x"},
+    {"repo_path": "/etc/passwd", "message": "ok"},
+    {"repo_path": "/w", "message": "do rm -rf /", "files": ["k"]},
+    {"repo_path": "/w", "opts": {"force": True, "name": "n"}, "note": None},
+    {"repo_path": "/w", "opts": {"name": "n"}, "note": "z", "now": "x", "agent": "rogue"},
+    {"repo_path": "/w", "arguments": "a"},
+)
+
+
+@pytest.mark.parametrize("effect", ["forbid", "permit"])
+@pytest.mark.parametrize("condition", _TRICKY_CONDITIONS)
+def test_a_decision_on_the_cut_context_is_the_decision_on_the_whole(
+    tmp_path: Path, effect: str, condition: str
+) -> None:
+    """Every call (cached or not) decides as Cedar does given the whole context, every
+    argument, the time, the agent and the client: no attribute a policy can reach is left out
+    (a forbid that would apply still applies), and no cached decision is reused for an input
+    the key does not hold."""
+    import datetime
+    import itertools
+
+    from otelhooks.builtin.cedar_model import (
+        AGENT,
+        CLIENT,
+        TOOL,
+        arguments_type,
+        now_value,
+        record_value,
+        uid,
+    )
+
+    key = ToolKey("git", "git_commit")
+    base = 'permit(principal, action in Action::"call_tool", resource);\n' * (effect == "forbid")
+    scope = f'principal, action == Action::"{key.id}", resource'
+    text = f"{base}{effect}({scope}) when {{ {condition} }};\n"
+    policy = tmp_path / "p.cedar"
+    policy.write_text(text)
+    clocks = [datetime.datetime(2026, 1, 5, hour, tzinfo=datetime.UTC) for hour in (9, 19)]
+    clock = {"now": clocks[0]}
+    engine = CedarEngine(policy, now=lambda: clock["now"])
+    engine.bind_tools({key: _TRICKY_SCHEMA})
+    type_ = arguments_type(_TRICKY_SCHEMA)
+    requesters = [
+        Requester(Principal("User", "bob"), agent, client)
+        for agent, client in (("good", "ok"), ("rogue", "ok"), ("good", "bad"))
+    ]
+    # each input at two times (the second from the cache when the action's decisions are cached)
+    for arguments, requester, now in itertools.product(_TRICKY_ARGUMENTS, requesters, clocks):
+        clock["now"] = now
+        verdict = engine.decide_tool(key, _TRICKY_SCHEMA, requester, arguments)
+        whole = {
+            "arguments": record_value(arguments, type_, ""),
+            "agent": {"__entity": uid(AGENT, requester.agent)},
+            "client": {"__entity": uid(CLIENT, requester.client)},
+            "now": now_value(now),
+        }
+        request = {
+            "principal": requester.principal.uid(),
+            "action": uid("Action", key.id),
+            "resource": uid(TOOL, key.id),
+            "context": whole,
+        }
+        result = cedarpy.is_authorized(
+            request, text, engine._state.entities_for(requester.principal)
+        )
+        expected = "allow" if result.allowed and not result.diagnostics.errors else "deny"
+        assert verdict.effect == expected, (arguments, requester, now, verdict)

@@ -66,6 +66,7 @@ from opentelemetry import trace
 from ..core import digest as canonical
 from ..core.approvals import ApprovalOutcome
 from ..core.hooks import ToolCallRecord
+from .redaction import Redactor, resolve
 
 logger = logging.getLogger("otelhooks.audit")
 
@@ -237,6 +238,9 @@ class AuditLog:
     the head names them: each line at once, or, with ``group_commit``, at each :meth:`commit`
     (the caller's group commit, from any thread). ``record_gap``: a log that does not match its
     head gets a signed gap record instead of refusing to open (:class:`AuditLogError`).
+    ``redactor`` scrubs what the model chose, the call id and an unknown tool's name, as
+    :class:`~otelhooks.builtin.StructlogEvents` does (default: the default redactor; ``False``
+    for none).
     """
 
     name = "audit"
@@ -251,9 +255,12 @@ class AuditLog:
         fsync: bool = True,
         group_commit: bool = False,
         record_gap: bool = False,
+        redactor: Redactor | bool | None = None,
     ) -> None:
         self.path = Path(path)
         self.fields = fields
+        self.redactor = resolve(redactor)
+        """What scrubs the text the model chose (the call id, an unknown tool's name)."""
         self.fsync = fsync
         self.group_commit = group_commit and fsync
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -324,9 +331,13 @@ class AuditLog:
     def on_tool_call_end(self, record: ToolCallRecord) -> None:
         """Write the call's line (called with the call's span current)."""
         span = trace.get_current_span().get_span_context()
+        tool, call_id = record.tool_name, record.tool_call.id
+        if self.redactor is not None:  # the model chose them
+            tool = self.redactor.scrub_identifier(tool)
+            call_id = self.redactor.redact_identifier(call_id, "call_id")[0]
         entry: dict[str, Any] = {
-            "tool": record.tool_name,
-            "call_id": record.tool_call.id,
+            "tool": tool,
+            "call_id": call_id,
             "arguments": arguments_digest(record.tool_call.arguments, self.keys.arguments),
             "decision": record.decision or "none",
             "deciding_hook": record.deciding_hook,
@@ -447,8 +458,8 @@ def approval_entry(
     how, when the call waited, the approval used, the policies that asked, and the caller's
     fields (at the gateway: who asked)."""
     entry: dict[str, Any] = {
-        "tool": record.tool_name,
-        "call_id": record.tool_call.id,
+        "tool": call["tool"],
+        "call_id": call["call_id"],
         "arguments": call["arguments"],
         "approval_digest": approval.digest,
         "request": approval.request_id,

@@ -120,6 +120,7 @@ def open_audit(
             fsync=config.fsync,
             group_commit=True,
             record_gap=config.record_gap,
+            redactor=policy.redactor if policy.redaction else False,
         )
     except AuditLogError as exc:
         raise RecordsError(str(exc)) from None
