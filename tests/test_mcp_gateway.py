@@ -5,9 +5,11 @@ tool definition pinning, Origin and Host checks, and results too large for an SS
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -298,10 +300,13 @@ file = "audit.jsonl"
         first = await h.call_tool("innocent", {})
         # The server replaces it with a new description: a rug pull.
         await h.call_tool("add_tool", {"name": "innocent"})
-        for _ in range(50):
+        # The new definition reaches the gateway with the upstream's list_changed: wait for the
+        # event, not for a time (a loaded machine may take seconds to deliver it).
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
             if "innocent" not in {t.name for t in (await h.list_tools()).tools}:
                 break
-            await __import__("asyncio").sleep(0.1)
+            await asyncio.sleep(0.1)
         assert "innocent" not in {t.name for t in (await h.list_tools()).tools}
         blocked = await h.call_tool("innocent", {})
     assert not first.is_error and text_of(first) == "I am innocent"
