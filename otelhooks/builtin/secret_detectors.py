@@ -473,7 +473,14 @@ class FormatDetector(Detector):
             if start_minimal
             else None
         )
-        self._inner_gate = re.compile(trie_regex(inner_minimal)) if inner_minimal else None
+        self._inner_words = tuple(inner_minimal)
+        # the inner keywords' characters that are neither letters nor digits (``_live_``,
+        # ``hooks.slack.com``): a text without one holds no keyword with it, so its gate leaves
+        # those out (fewer places the regex engine tries: the same matches)
+        self._inner_marks = "".join(
+            sorted({c for w in inner_minimal for c in w if not c.isalnum()})
+        )
+        self._inner_gates: dict[str, re.Pattern[str] | None] = {}
         by_word: dict[str, list[SecretPattern]] = {}
         for pattern in self.patterns:
             if pattern.in_token and pattern.at_start:
@@ -520,10 +527,22 @@ class FormatDetector(Detector):
     def _inner_hits(self, tokens: str) -> dict[str, list[int]]:
         """Where in ``tokens`` an inner keyword occurs."""
         at: dict[str, list[int]] = {}
-        if self._inner_gate is not None:
-            for match in self._inner_gate.finditer(tokens):
+        gate = self._inner_gate("".join(c for c in self._inner_marks if c not in tokens))
+        if gate is not None:
+            for match in gate.finditer(tokens):
                 at.setdefault(match.group(), []).append(match.start())
         return at
+
+    def _inner_gate(self, absent: str) -> re.Pattern[str] | None:
+        """The gate over the inner keywords that hold none of the characters ``absent`` (one of
+        the subsets of :attr:`_inner_marks`, each built once)."""
+        try:
+            return self._inner_gates[absent]
+        except KeyError:
+            words = [w for w in self._inner_words if not any(c in absent for c in w)]
+            gate = re.compile(trie_regex(words)) if words else None
+            self._inner_gates[absent] = gate
+            return gate
 
     def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
         """The rules whose keywords the gates found; the unkeyed ones whose prefilter matches."""
@@ -787,9 +806,9 @@ class DataUrlDetector(Detector):
         return found
 
 
-_MIN_BLOB: Final = 24  # base64 of a 16-character secret and a little more
 _MAX_DECODE: Final = 2  # base64 layers looked through
-# Runs are tried from where they start only (the lookbehind): a run too short fails once.
+# Runs of 24+ (base64 of a 16-character secret and a little more), tried from where they start
+# only (the lookbehind): a run too short fails once.
 _BLOB: Final = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}")
 
 
@@ -821,8 +840,6 @@ class EncodedBlobDetector(Detector):
         if view.depth >= _MAX_DECODE or not view.long_tokens:
             return ()
         found = []
-        cursor = 0
-        work = view.work
         # what was found so far, by end, with the least start from each one on: blobs come in
         # order, so one pass tells whether a blob overlaps anything found
         taken = sorted((f.end, f.start) for f in view.findings)
@@ -830,21 +847,19 @@ class EncodedBlobDetector(Detector):
         for i in range(len(least) - 2, -1, -1):
             least[i] = min(least[i], least[i + 1])
         index = 0
-        for token in view.long_tokens:
-            if len(token) < _MIN_BLOB or token.islower() or token.isupper():
+        # each run where it is (a run cannot hold a space: the text's runs are its tokens')
+        for match in _BLOB.finditer(view.work):
+            blob = match.group()
+            if blob.islower() or blob.isupper() or not _ASCII_FIRST.issuperset(blob[:64:4]):
                 continue
-            for blob in _BLOB.findall(token):
-                if blob.islower() or blob.isupper() or not _ASCII_FIRST.issuperset(blob[:64:4]):
-                    continue
-                start = work.find(blob, cursor)
-                end = cursor = start + len(blob)
-                while index < len(taken) and taken[index][0] <= start:
-                    index += 1
-                if index < len(least) and least[index] < end:
-                    continue
-                decoded = b64text(blob)
-                if decoded is not None and view.holds_secret(decoded):
-                    found.append(self.finding(start, end, "encoded_secret"))
+            start, end = match.span()
+            while index < len(taken) and taken[index][0] <= start:
+                index += 1
+            if index < len(least) and least[index] < end:
+                continue
+            decoded = b64text(blob)
+            if decoded is not None and view.holds_secret(decoded):
+                found.append(self.finding(start, end, "encoded_secret"))
         return found
 
 
