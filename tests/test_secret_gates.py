@@ -194,3 +194,26 @@ def test_the_blobs_tried_are_each_run_of_each_token_at_its_place() -> None:
         assert got == expected, text
         tried += got
     assert len(tried) > 100
+
+
+def test_inside_a_blob_is_a_run_of_40_base64_characters_around_the_place() -> None:
+    from otelhooks.builtin.secret_detectors import _inside_blob
+
+    def plain(lowered: str, start: int) -> bool:  # the run through ``start``, char by char
+        left = start
+        while left > 0 and lowered[left - 1] in "abcdefghijklmnopqrstuvwxyz0123456789+/":
+            left -= 1
+        right = start
+        while right < len(lowered) and lowered[right] in "abcdefghijklmnopqrstuvwxyz0123456789+/":
+            right += 1
+        return right - left >= 40
+
+    rng = random.Random(6)
+    inside = 0
+    for _ in range(800):
+        alphabet = "ab9+/ =-\n_é" if rng.random() < 0.5 else "ab9"
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
+        for start in range(len(text)):
+            assert _inside_blob(text, start) == plain(text, start), (text, start)
+            inside += plain(text, start)
+    assert inside > 3000

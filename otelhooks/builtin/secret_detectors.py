@@ -871,7 +871,7 @@ _LABEL: Final = re.compile(r"\[redacted:[a-z0-9_]*\]")
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ALPHA_RUN: Final = re.compile(r"[a-z]+")
-_BLOB_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+/")
+_BLOB_CHARS: Final = "abcdefghijklmnopqrstuvwxyz0123456789+/"
 # Everything but letters and digits as a space: ``str.split`` then gives the words of a text.
 _WORDS_APART: Final = str.maketrans(
     {chr(c): " " for c in range(128) if not chr(c).isalnum()}  # ASCII: the text is folded
@@ -889,13 +889,12 @@ def _named_words(words: frozenset[str]) -> re.Pattern[str]:
 
 def _inside_blob(lowered: str, start: int) -> bool:
     """Whether ``start`` is inside a run of 40+ base64 characters (no word stands there)."""
-    left = start
-    while left > 0 and start - left < 40 and lowered[left - 1] in _BLOB_CHARS:
-        left -= 1
-    right = start
-    while right < len(lowered) and right - left < 40 and lowered[right] in _BLOB_CHARS:
-        right += 1
-    return right - left >= 40
+    before = lowered[max(0, start - 40) : start]  # the run's part before, up to 40
+    after = lowered[start : start + 40]  # and from it on
+    run = (
+        len(before) - len(before.rstrip(_BLOB_CHARS)) + len(after) - len(after.lstrip(_BLOB_CHARS))
+    )
+    return run >= 40
 
 
 def strength_at(text: str, lowered: str, start: int) -> int:
