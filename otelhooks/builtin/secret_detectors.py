@@ -176,6 +176,19 @@ class TextView:
         """Where in :attr:`work` the long token holding :attr:`tokens_lower`'s character
         ``at`` is: from its start to ``reach`` characters past it (a rule's match may go on
         over spaces, or lines)."""
+        starts = self._place_tokens()
+        index = bisect.bisect_right(starts, at) - 1
+        start = self._offsets[index]
+        return start, min(len(self.work), start + len(self.long_tokens[index]) + reach)
+
+    def token_at(self, index: int) -> int:
+        """Where in :attr:`work` the long token ``long_tokens[index]`` is."""
+        self._place_tokens()
+        return self._offsets[index]
+
+    def _place_tokens(self) -> list[int]:
+        """Where each long token starts in :attr:`tokens_lower` (returned) and in :attr:`work`
+        (kept), found once."""
         if self._starts is None:
             starts, offsets, cursor, joined = [], [], 0, 0
             for token in self.long_tokens:
@@ -185,9 +198,7 @@ class TextView:
                 joined += len(token) + 1
                 cursor += len(token)
             self._starts, self._offsets = starts, offsets
-        index = bisect.bisect_right(self._starts, at) - 1
-        start = self._offsets[index]
-        return start, min(len(self.work), start + len(self.long_tokens[index]) + reach)
+        return self._starts
 
     def taken(self, start: int, end: int) -> bool:
         """Whether a finding so far overlaps ``[start, end)``."""
@@ -806,9 +817,9 @@ class DataUrlDetector(Detector):
         return found
 
 
+_MIN_BLOB: Final = 24  # base64 of a 16-character secret and a little more
 _MAX_DECODE: Final = 2  # base64 layers looked through
-# Runs of 24+ (base64 of a 16-character secret and a little more), tried from where they start
-# only (the lookbehind): a run too short fails once.
+# Runs are tried from where they start only (the lookbehind): a run too short fails once.
 _BLOB: Final = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}")
 
 
@@ -847,19 +858,27 @@ class EncodedBlobDetector(Detector):
         for i in range(len(least) - 2, -1, -1):
             least[i] = min(least[i], least[i + 1])
         index = 0
-        # each run where it is (a run cannot hold a space: the text's runs are its tokens')
-        for match in _BLOB.finditer(view.work):
-            blob = match.group()
-            if blob.islower() or blob.isupper() or not _ASCII_FIRST.issuperset(blob[:64:4]):
-                continue
-            start, end = match.span()
-            while index < len(taken) and taken[index][0] <= start:
-                index += 1
-            if index < len(least) and least[index] < end:
-                continue
-            decoded = b64text(blob)
-            if decoded is not None and view.holds_secret(decoded):
-                found.append(self.finding(start, end, "encoded_secret"))
+        for number, token in enumerate(view.long_tokens):
+            if len(token) < _MIN_BLOB or token.islower() or token.isupper():
+                continue  # no run of it could be base64 of text
+            for blob in _BLOB.findall(token):
+                if not (blob.islower() or blob.isupper()) and _ASCII_FIRST.issuperset(blob[:64:4]):
+                    break
+            else:
+                continue  # none of its runs could be
+            at = view.token_at(number)
+            for match in _BLOB.finditer(token):  # each run at its own place in the token
+                blob = match.group()
+                if blob.islower() or blob.isupper() or not _ASCII_FIRST.issuperset(blob[:64:4]):
+                    continue
+                start, end = at + match.start(), at + match.end()
+                while index < len(taken) and taken[index][0] <= start:
+                    index += 1
+                if index < len(least) and least[index] < end:
+                    continue
+                decoded = b64text(blob)
+                if decoded is not None and view.holds_secret(decoded):
+                    found.append(self.finding(start, end, "encoded_secret"))
         return found
 
 
