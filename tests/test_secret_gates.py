@@ -1,8 +1,10 @@
-"""The format rules' cheaper searches find exactly what a search of the whole text finds: a card
-number read over runs of digits, a rule that begins with its keyword tried only where the keyword
-is, and segment starts found from the character before them. Each is compared with the plain
-search on texts built to break it (matches cut at a run's end, lookaheads past it, rejected
-matches that swallow the next, look-alike case folds, overlapping keywords)."""
+"""The detectors' cheaper searches find exactly what a plain search finds: a card number read
+over runs of digits, a rule that begins with its keyword tried only where the keyword is, segment
+starts found from the character before them, the inner keywords' gate without the keywords a text
+cannot hold, and the base64 runs a decoded blob is looked for in, each at its place (not where a
+copy of it stands inside another run). Each is compared with the plain search on texts built to
+break it (matches cut at a run's end, lookaheads past it, rejected matches that swallow the next,
+look-alike case folds, overlapping keywords, runs repeated inside others)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import re
 import pytest
 
 from otelhooks.builtin import Redactor, TextView
-from otelhooks.builtin.secret_detectors import FormatDetector
+from otelhooks.builtin.secret_detectors import FormatDetector, b64text
 from otelhooks.builtin.secret_rules import (
     PATTERNS,
     SecretPattern,
@@ -121,3 +123,97 @@ def test_segment_starts_are_those_a_lookbehind_search_finds() -> None:
         for match in plain.finditer(text):
             expected.setdefault(match.group(), []).append(match.start())
         assert detector._segment_starts(text) == expected, text
+
+
+def test_the_inner_gate_without_the_keywords_a_text_cannot_hold_finds_what_the_whole_does() -> None:
+    detector = Redactor().pipeline.detectors[0]
+    assert isinstance(detector, FormatDetector)
+    words = detector._inner_words
+    plain = re.compile(trie_regex(words))
+    found = 0
+    for text in _texts(4, words, "ab_-.:/=$~ 0xé", 3000):
+        expected: dict[str, list[int]] = {}
+        for match in plain.finditer(text):
+            expected.setdefault(match.group(), []).append(match.start())
+        assert detector._inner_hits(text) == expected, text
+        found += bool(expected)
+    assert found > 1000
+    assert len(detector._inner_gates) > 8  # the texts lack different marks
+
+
+_SECRET_B64 = "cGFzc3dvcmQ9aHVudGVyMmh1bnRlcjJ4eXogYW5kIG1vcmUgdGV4dCBoZXJl"  # password=hunter2...
+
+
+@pytest.mark.parametrize("decoy", ["9", "ZZ", "-", "_x"])
+def test_a_blob_is_redacted_where_it_stands_not_where_a_copy_of_it_is_inside_another_run(
+    decoy: str,
+) -> None:
+    # the run before it holds the same characters and is no base64 of text: it is not
+    # redacted, the blob after it is
+    text = f"{decoy}{_SECRET_B64} {_SECRET_B64}"
+    redacted_text, kinds = Redactor().redact_text(text)
+    assert redacted_text.endswith(" [REDACTED:encoded_secret]"), redacted_text
+    assert kinds == ["encoded_secret"]
+
+
+def test_the_blobs_tried_are_each_run_of_each_token_at_its_place() -> None:
+    from otelhooks.builtin.secret_detectors import _ASCII_FIRST, _BLOB, EncodedBlobDetector
+
+    detector = EncodedBlobDetector()
+    tried: list[tuple[int, int]] = []
+
+    class Seen(TextView):
+        __slots__ = ()
+
+        def holds_secret(self, decoded: str) -> bool:
+            return True
+
+    pieces = (
+        _SECRET_B64,
+        _SECRET_B64[:28],
+        "Zm9vYmFyYmF6cXV4",
+        "==",
+        "-",
+        "_",
+        "9",
+        "\n",
+        " ",
+        "\\n",
+    )
+    for text in _texts(5, pieces, "aB9+/=_- .", 1500):
+        view = Seen(text, 0, Redactor().pipeline)
+        got = [(f.start, f.end) for f in detector.find(view, {})]
+        expected = []
+        for token in re.finditer(r"\S+", view.work):
+            for run in _BLOB.finditer(token.group()):
+                blob = run.group()
+                if blob.islower() or blob.isupper() or not _ASCII_FIRST.issuperset(blob[:64:4]):
+                    continue
+                if b64text(blob) is not None:
+                    expected.append((token.start() + run.start(), token.start() + run.end()))
+        assert got == expected, text
+        tried += got
+    assert len(tried) > 100
+
+
+def test_inside_a_blob_is_a_run_of_40_base64_characters_around_the_place() -> None:
+    from otelhooks.builtin.secret_detectors import _inside_blob
+
+    def plain(lowered: str, start: int) -> bool:  # the run through ``start``, char by char
+        left = start
+        while left > 0 and lowered[left - 1] in "abcdefghijklmnopqrstuvwxyz0123456789+/":
+            left -= 1
+        right = start
+        while right < len(lowered) and lowered[right] in "abcdefghijklmnopqrstuvwxyz0123456789+/":
+            right += 1
+        return right - left >= 40
+
+    rng = random.Random(6)
+    inside = 0
+    for _ in range(800):
+        alphabet = "ab9+/ =-\n_é" if rng.random() < 0.5 else "ab9"
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
+        for start in range(len(text)):
+            assert _inside_blob(text, start) == plain(text, start), (text, start)
+            inside += plain(text, start)
+    assert inside > 3000

@@ -176,6 +176,19 @@ class TextView:
         """Where in :attr:`work` the long token holding :attr:`tokens_lower`'s character
         ``at`` is: from its start to ``reach`` characters past it (a rule's match may go on
         over spaces, or lines)."""
+        starts = self._place_tokens()
+        index = bisect.bisect_right(starts, at) - 1
+        start = self._offsets[index]
+        return start, min(len(self.work), start + len(self.long_tokens[index]) + reach)
+
+    def token_at(self, index: int) -> int:
+        """Where in :attr:`work` the long token ``long_tokens[index]`` is."""
+        self._place_tokens()
+        return self._offsets[index]
+
+    def _place_tokens(self) -> list[int]:
+        """Where each long token starts in :attr:`tokens_lower` (returned) and in :attr:`work`
+        (kept), found once."""
         if self._starts is None:
             starts, offsets, cursor, joined = [], [], 0, 0
             for token in self.long_tokens:
@@ -185,9 +198,7 @@ class TextView:
                 joined += len(token) + 1
                 cursor += len(token)
             self._starts, self._offsets = starts, offsets
-        index = bisect.bisect_right(self._starts, at) - 1
-        start = self._offsets[index]
-        return start, min(len(self.work), start + len(self.long_tokens[index]) + reach)
+        return self._starts
 
     def taken(self, start: int, end: int) -> bool:
         """Whether a finding so far overlaps ``[start, end)``."""
@@ -473,7 +484,14 @@ class FormatDetector(Detector):
             if start_minimal
             else None
         )
-        self._inner_gate = re.compile(trie_regex(inner_minimal)) if inner_minimal else None
+        self._inner_words = tuple(inner_minimal)
+        # the inner keywords' characters that are neither letters nor digits (``_live_``,
+        # ``hooks.slack.com``): a text without one holds no keyword with it, so its gate leaves
+        # those out (fewer places the regex engine tries: the same matches)
+        self._inner_marks = "".join(
+            sorted({c for w in inner_minimal for c in w if not c.isalnum()})
+        )
+        self._inner_gates: dict[str, re.Pattern[str] | None] = {}
         by_word: dict[str, list[SecretPattern]] = {}
         for pattern in self.patterns:
             if pattern.in_token and pattern.at_start:
@@ -520,10 +538,22 @@ class FormatDetector(Detector):
     def _inner_hits(self, tokens: str) -> dict[str, list[int]]:
         """Where in ``tokens`` an inner keyword occurs."""
         at: dict[str, list[int]] = {}
-        if self._inner_gate is not None:
-            for match in self._inner_gate.finditer(tokens):
+        gate = self._inner_gate("".join(c for c in self._inner_marks if c not in tokens))
+        if gate is not None:
+            for match in gate.finditer(tokens):
                 at.setdefault(match.group(), []).append(match.start())
         return at
+
+    def _inner_gate(self, absent: str) -> re.Pattern[str] | None:
+        """The gate over the inner keywords that hold none of the characters ``absent`` (one of
+        the subsets of :attr:`_inner_marks`, each built once)."""
+        try:
+            return self._inner_gates[absent]
+        except KeyError:
+            words = [w for w in self._inner_words if not any(c in absent for c in w)]
+            gate = re.compile(trie_regex(words)) if words else None
+            self._inner_gates[absent] = gate
+            return gate
 
     def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
         """The rules whose keywords the gates found; the unkeyed ones whose prefilter matches."""
@@ -821,8 +851,6 @@ class EncodedBlobDetector(Detector):
         if view.depth >= _MAX_DECODE or not view.long_tokens:
             return ()
         found = []
-        cursor = 0
-        work = view.work
         # what was found so far, by end, with the least start from each one on: blobs come in
         # order, so one pass tells whether a blob overlaps anything found
         taken = sorted((f.end, f.start) for f in view.findings)
@@ -830,14 +858,20 @@ class EncodedBlobDetector(Detector):
         for i in range(len(least) - 2, -1, -1):
             least[i] = min(least[i], least[i + 1])
         index = 0
-        for token in view.long_tokens:
+        for number, token in enumerate(view.long_tokens):
             if len(token) < _MIN_BLOB or token.islower() or token.isupper():
-                continue
+                continue  # no run of it could be base64 of text
             for blob in _BLOB.findall(token):
+                if not (blob.islower() or blob.isupper()) and _ASCII_FIRST.issuperset(blob[:64:4]):
+                    break
+            else:
+                continue  # none of its runs could be
+            at = view.token_at(number)
+            for match in _BLOB.finditer(token):  # each run at its own place in the token
+                blob = match.group()
                 if blob.islower() or blob.isupper() or not _ASCII_FIRST.issuperset(blob[:64:4]):
                     continue
-                start = work.find(blob, cursor)
-                end = cursor = start + len(blob)
+                start, end = at + match.start(), at + match.end()
                 while index < len(taken) and taken[index][0] <= start:
                     index += 1
                 if index < len(least) and least[index] < end:
@@ -856,7 +890,7 @@ _LABEL: Final = re.compile(r"\[redacted:[a-z0-9_]*\]")
 _NAME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ALPHA_RUN: Final = re.compile(r"[a-z]+")
-_BLOB_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+/")
+_BLOB_CHARS: Final = "abcdefghijklmnopqrstuvwxyz0123456789+/"
 # Everything but letters and digits as a space: ``str.split`` then gives the words of a text.
 _WORDS_APART: Final = str.maketrans(
     {chr(c): " " for c in range(128) if not chr(c).isalnum()}  # ASCII: the text is folded
@@ -874,13 +908,12 @@ def _named_words(words: frozenset[str]) -> re.Pattern[str]:
 
 def _inside_blob(lowered: str, start: int) -> bool:
     """Whether ``start`` is inside a run of 40+ base64 characters (no word stands there)."""
-    left = start
-    while left > 0 and start - left < 40 and lowered[left - 1] in _BLOB_CHARS:
-        left -= 1
-    right = start
-    while right < len(lowered) and right - left < 40 and lowered[right] in _BLOB_CHARS:
-        right += 1
-    return right - left >= 40
+    before = lowered[max(0, start - 40) : start]  # the run's part before, up to 40
+    after = lowered[start : start + 40]  # and from it on
+    run = (
+        len(before) - len(before.rstrip(_BLOB_CHARS)) + len(after) - len(after.lstrip(_BLOB_CHARS))
+    )
+    return run >= 40
 
 
 def strength_at(text: str, lowered: str, start: int) -> int:
