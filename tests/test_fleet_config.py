@@ -18,9 +18,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otelhooks.cli.fleet.engines import Engines, FleetError
+from otelhooks.cli.fleet.engines import FleetError
 from otelhooks.cli.fleet.supervisor import Fleet, check_ports
-from otelhooks.cli.fleet.topology import Component, Shape, default_ports, plan, plan_ports
+from otelhooks.cli.fleet.topology import Component, Shape, default_ports, plan_ports
 from otelhooks.telemetry.failover import FailoverSpanExporter
 from otelhooks.telemetry.tracing import make_otlp_exporter, setup_tracing
 
@@ -216,35 +216,6 @@ def test_the_kubernetes_manifests_set_what_the_configs_need() -> None:
         ]
         assert ["--config", f"/etc/fleet/{name}"] in args
     assert set(env) - used <= set(), set(env) - used  # nothing set that no config reads
-
-
-def test_each_ingester_is_a_static_member_of_the_group_under_its_own_name(
-    tmp_path: Path,
-) -> None:
-    # A static member that comes back (a broker or process restart) gets its own partitions
-    # back without a rebalance, so a trace in its decision wait is not split in two.
-    config = yaml.safe_load((FLEET / "ingester.yaml").read_text())
-    assert config["receivers"]["kafka"]["group_instance_id"] == "${env:FLEET_KAFKA_INSTANCE_ID:-}"
-    shape = Shape(ingesters=3)
-    (tmp_path / "cass").mkdir()
-    (tmp_path / "cass" / "jamm-0.4.0.jar").write_bytes(b"")  # plan names the agent's jar
-    engines = Engines(*(tmp_path / n for n in ("java", "kafka", "cass", "gw", "jaeger")), FLEET)
-    components = plan(tmp_path / "run", engines, shape, default_ports(shape))
-    ids = [components[f"ingester-{i}"].env["FLEET_KAFKA_INSTANCE_ID"] for i in (1, 2, 3)]
-    assert ids == ["ingester-1", "ingester-2", "ingester-3"]
-    documents = list(yaml.safe_load_all((FLEET / "kubernetes" / "fleet.yaml").read_text()))
-    (ingester,) = [
-        d
-        for d in documents
-        if d["metadata"]["name"] == "otelhooks-ingester"
-        and d["kind"] in ("Deployment", "StatefulSet")
-    ]
-    assert ingester["kind"] == "StatefulSet"  # stable pod names
-    (container,) = ingester["spec"]["template"]["spec"]["containers"]
-    assert {
-        "name": "FLEET_KAFKA_INSTANCE_ID",
-        "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}},
-    } in container["env"]
 
 
 def test_failover_sends_the_batch_to_the_next_endpoint_when_one_refuses() -> None:

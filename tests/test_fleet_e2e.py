@@ -186,8 +186,7 @@ def test_gateway_killed_agents_fail_over_and_nothing_acknowledged_is_lost(
 def test_ingester_killed_the_group_rebalances_losing_only_its_decision_wait(
     fleet: Fleet, tmp_path: Path
 ) -> None:
-    # The killed ingester is a static member of the group: back within the session timeout, it
-    # takes its own partitions back; later, they move to the other one. Either resumes from their
+    # The partitions of the killed ingester move to the other one, which resumes from their
     # committed offsets. The traces the killed one held in its tail-sampling wait were already
     # committed (the sampler takes a span, and its offset is marked, before deciding): those are
     # lost, at most what reached it in one decision wait plus one commit interval (2 s + 1 s,

@@ -313,7 +313,6 @@ def plan(
                 {
                     **common,
                     "FLEET_KAFKA_GROUP": GROUP,
-                    "FLEET_KAFKA_INSTANCE_ID": name,
                     "FLEET_CASSANDRA": cassandra,
                     "FLEET_KEYSPACE": KEYSPACE,
                     "FLEET_SAMPLING_PERCENTAGE": shape.sampling,
