@@ -217,3 +217,10 @@ def test_inside_a_blob_is_a_run_of_40_base64_characters_around_the_place() -> No
             assert _inside_blob(text, start) == plain(text, start), (text, start)
             inside += plain(text, start)
     assert inside > 3000
+
+
+@pytest.mark.parametrize("text", ["xx\u00a0yy!zz", "a\x0bb%c", "p\x1cq*r s\u2003t~u"])
+def test_a_password_mark_after_a_space_that_is_not_a_separator_ends(text: str) -> None:
+    # A run read from the last separator may end before the mark (a no-break space, a vertical
+    # tab): the search must still move past the mark instead of finding it again forever.
+    assert Redactor().redact_text(text)[1] == []

@@ -1083,7 +1083,7 @@ class ShapeDetector(Detector):
                 if run is not None and start not in tried and len(run.group()) >= LONG:
                     tried.add(start)
                     self._add(found, work, start, run.group())
-                at = work.find(symbol, run.end() if run is not None else at + 1)
+                at = work.find(symbol, max(run.end(), at + 1) if run is not None else at + 1)
         return found
 
     def _add(self, found: list[Finding], work: str, at: int, token: str) -> None:
