@@ -263,3 +263,26 @@ async def test_scripted_answers_are_checked_and_unknown_tools_denied() -> None:
     executor = ToolExecutor(registry, hooks, approver=ScriptedApprover({"other": "approve"}))
     assert (await executor.execute(ToolCall("c1", "delete", {"path": "/"}))).is_error
     assert ran == []
+
+
+async def test_a_secret_the_model_put_in_a_call_id_never_reaches_the_store_or_the_list(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The call id is the model's text: the store (read by every approver) and the list get it
+    # redacted, and the approval still settles the call it was asked for.
+    secret = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    store = tmp_path / "store.sqlite3"
+    ran: list[Mapping[str, Any]] = []
+    executor, waiting, _ = executor_for(store, ran)
+    call = ToolCall(secret, "delete", {"path": "/srv/a"})
+    task = asyncio.create_task(executor.execute(call))
+    approval_id = await waiting.next()
+    assert answer(store, "list") == 0
+    listed = capsys.readouterr().out
+    assert approval_id in listed and secret not in listed
+    assert answer(store, "approve", approval_id, "--as", "alice") == 0
+    result = await asyncio.wait_for(task, 30)
+    assert (result.tool_call_id, result.content) == (secret, "deleted /srv/a")
+    assert ran == [{"path": "/srv/a"}]
+    held = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert secret.encode() not in held and secret[8:].encode() not in held

@@ -674,7 +674,7 @@ async def test_without_redaction_the_gateway_never_shows_a_call_in_a_form() -> N
         raise AssertionError("a form was sent")
 
     request = ApprovalRequest(
-        id="a1", tool="deploy", call_id="c1", digest="d" * 16,
+        id="a1", tool="deploy", call_id="c1", shown_call_id="c1", digest="d" * 16,
         arguments={"token": "hunter2hunter2"}, identity=CallIdentity("gateway", "r1", "alice"),
         reasons=("asked",), policies=(), hooks=(), expires_at=time.time() + 60,
     )  # fmt: skip

@@ -123,7 +123,7 @@ class StoreApprover:
     async def _wait(self, request: ApprovalRequest) -> ApprovalDecision:
         identity = request.identity.key()
         detail = {
-            "call_id": request.call_id,
+            "call_id": request.shown_call_id,
             "request": request.id,
             "arguments": None if request.secret else _plain(request.arguments),
             "secret": request.secret,

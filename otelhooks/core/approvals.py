@@ -96,7 +96,10 @@ class CallIdentity:
 class ApprovalRequest:
     """What an approver is asked: may ``tool`` run with these arguments for ``identity``?
 
-    ``digest`` is the keyed digest of the canonical arguments (after every rewrite) the
+    ``call_id`` is the call's id as the model wrote it (the key a resumed run's decisions are
+    given under; never shown or stored as it is: the model may have put anything there);
+    ``shown_call_id`` is the same id as redacted for display, the one an approver shows or
+    stores. ``digest`` is the keyed digest of the canonical arguments (after every rewrite) the
     approval is bound to; ``arguments`` the same arguments as redacted for display (never shown
     anywhere when ``secret`` is true: a form or a terminal gets the digest only); ``reasons``
     and ``policies`` say which hooks and policies asked; ``expires_at`` (seconds since the
@@ -106,6 +109,7 @@ class ApprovalRequest:
     id: str
     tool: str
     call_id: str
+    shown_call_id: str
     digest: str
     arguments: Mapping[str, Any]
     identity: CallIdentity

@@ -75,12 +75,15 @@ class Approvals:
         self, state: CallState, tool: str, args: Mapping[str, Any], asks: Sequence[HookRequest]
     ) -> ApprovalRequest:
         """What an approver is asked about this call (its arguments redacted for display)."""
-        shown, paths = self.scrubber.redact(dict(args), A.GEN_AI_TOOL_CALL_ARGUMENTS)
+        scrubber = self.scrubber
+        shown, paths = scrubber.redact(dict(args), A.GEN_AI_TOOL_CALL_ARGUMENTS)
+        call_id = str(state.call.id)
         settings = self.settings
         return ApprovalRequest(
             uuid.uuid4().hex[:12],
             tool,
-            str(state.call.id),
+            call_id,
+            scrubber.redact_identifier(call_id, A.GEN_AI_TOOL_CALL_ID)[0],
             settings.digest(tool, args),
             MappingProxyType(shown if isinstance(shown, dict) else {}),
             state.asking(),
