@@ -110,6 +110,27 @@ def test_a_secret_of_every_known_format_as_the_call_id_is_removed() -> None:
             assert secret not in redacted, pattern.kind
 
 
+@pytest.mark.parametrize("prefix", ["call_", "toolu_", "fc_", "call-"])
+def test_a_secret_of_every_known_format_behind_a_providers_prefix_is_removed(prefix: str) -> None:
+    """``call_`` + a token has a call id's shape: the handle after the prefix is searched for
+    known formats all the same. Every sample a format tells on its own (``ghp_...``,
+    ``sk-proj-...``, ``AKIA...``); a bare random token whose rule needs its keyword beside it
+    has a handle's shape, and behind a provider's prefix is taken for one."""
+    redactor = Redactor()
+    tried = 0
+    for pattern in PATTERNS:
+        for sample in samples_of(pattern):
+            secret = sample.text[sample.start : sample.end]
+            if " " in secret or "\n" in secret or re.fullmatch(r"[0-9a-fA-F-]+", secret):
+                continue
+            if not any(f.detector != "shape" for f in redactor.pipeline.find(secret)):
+                continue
+            redacted, _ = redactor.redact_identifier(prefix + secret, A.GEN_AI_TOOL_CALL_ID)
+            assert secret not in redacted, (pattern.kind, redacted)
+            tried += 1
+    assert tried > 100
+
+
 def test_a_tool_name_made_of_words_is_kept() -> None:
     _, _, tool = _run("call_1", "CorrectHorseBatteryStaple")
     assert tool == "CorrectHorseBatteryStaple"
