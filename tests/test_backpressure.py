@@ -113,3 +113,51 @@ def test_a_failing_exporter_never_holds_the_caller_and_drops_are_counted(
         if p.attributes.get("error.type") == "queue_full"
     ]
     assert points and sum(p.value for p in points) > 0
+
+
+class Answering(SpanExporter):
+    """Answers each export after ``delay`` seconds, or once ``release`` is set when it has no
+    delay (an endpoint that hangs)."""
+
+    def __init__(self, delay: float | None) -> None:
+        self.delay = delay
+        self.release = threading.Event()
+        self.received = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self.delay is None:
+            self.release.wait(60)
+            return SpanExportResult.FAILURE
+        time.sleep(self.delay)
+        self.received += len(spans)
+        return SpanExportResult.SUCCESS
+
+
+def test_an_export_in_flight_at_shutdown_is_waited_for_within_its_timeout() -> None:
+    # A live endpoint slower to answer than the shutdown bound (a viewer on a loaded machine):
+    # the export under way is not cut off, so nothing is lost.
+    exporter, stats = Answering(delay=1.0), ExportStats()
+    processor = BoundedBatchSpanProcessor(
+        CountingExporter(exporter, stats), shutdown_timeout=0.1, export_timeout=30, **OPTIONS
+    )
+    stats.ended = 20
+    _burst(processor, 20)
+    assert exporter.received == 20
+    assert (stats.exported, stats.dropped) == (20, 0)
+
+
+def test_a_hung_export_holds_shutdown_one_export_timeout_and_its_spans_are_counted() -> None:
+    exporter, stats = Answering(delay=None), ExportStats()
+    processor = BoundedBatchSpanProcessor(
+        CountingExporter(exporter, stats), shutdown_timeout=0.1, export_timeout=0.5, **OPTIONS
+    )
+    stats.ended = 20
+    closing = threading.Thread(target=_burst, args=(processor, 20), daemon=True)
+    try:
+        closing.start()
+        closing.join(30)  # the endpoint hangs for 60 s: shutdown must not wait for it
+        assert not closing.is_alive(), "shutdown waited for a hung export past its timeout"
+    finally:
+        exporter.release.set()
+    assert exporter.received == 0 and stats.exported == 0
+    assert stats.lost == 20

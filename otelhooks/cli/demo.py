@@ -41,6 +41,9 @@ CASE_HELP = (
 )
 DEMO_SERVICE_NAME = "otelhooks-demo"
 DEMO_EXPORT_TIMEOUT_S = 1.0
+UI_EXPORT_TIMEOUT_S = 10.0
+"""With ``--ui`` the viewer is known to be up (started or found): an export waits for it this
+long, so a viewer slow to answer on a busy machine gets every span (a dead one refuses at once)."""
 
 
 def add_parser(sub: Any) -> None:
@@ -81,7 +84,8 @@ def add_parser(sub: Any) -> None:
         type=float,
         default=None,
         help="seconds one OTLP export may take with its retries (default: "
-        "OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT, else 1: the demo's collector is a local one)",
+        "OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT, else 1: the demo's collector is a local one; "
+        f"{UI_EXPORT_TIMEOUT_S:g} with --ui, whose viewer is known to be up)",
     )
     demo.add_argument(
         "--service-name",
@@ -149,13 +153,13 @@ def quiet_exporter_logs() -> None:
     logging.getLogger("opentelemetry.sdk").setLevel(logging.CRITICAL)
 
 
-def _export_timeout(given: float | None) -> float | None:
-    """The demo's export timeout: given, the standard variables', else 1 s (a short run against
-    a local collector: a dead one costs one second at the end, not two)."""
+def _export_timeout(given: float | None, default: float = DEMO_EXPORT_TIMEOUT_S) -> float | None:
+    """The demo's export timeout: given, the standard variables', else ``default`` (1 s: a short
+    run against a local collector, where a dead one costs one second at the end, not two)."""
     if given is not None:
         return given
     variables = ("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")
-    return None if any(os.environ.get(v) for v in variables) else DEMO_EXPORT_TIMEOUT_S
+    return None if any(os.environ.get(v) for v in variables) else default
 
 
 def run(args: argparse.Namespace) -> int:
@@ -178,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
             # the viewer shows what the calls did: content on the spans (redacted, as always)
             os.environ.setdefault(CAPTURE_CONTENT_ENV, "SPAN_ONLY")
             args.exporter, args.otlp_endpoint, args.otlp_protocol = "otlp", viewer.url, None
+            args.export_timeout = _export_timeout(args.export_timeout, UI_EXPORT_TIMEOUT_S)
             status = run_demo(args, openinference=True)
             service = args.service_name or os.environ.get("OTEL_SERVICE_NAME") or DEMO_SERVICE_NAME
             print(f"\nThe traces in Phoenix: {viewer.project_url(service)}", flush=True)

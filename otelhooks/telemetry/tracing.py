@@ -47,6 +47,7 @@ from opentelemetry.sdk.trace.export import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from .environment import (
+    DEFAULT_EXPORT_TIMEOUT_S,
     DEFAULT_EXPORTER,
     ConfigurationError,
     OtlpProtocol,
@@ -133,15 +134,19 @@ class CountingExporter(SpanExporter):
         self.stats = stats
         self.last_success = float("-inf")  # time.monotonic() of the last successful export
         self.last_failure = float("-inf")  # and of the last failed one
+        self.exporting_since: float | None = None  # time.monotonic() an export in flight began
         self._failing = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Export and count the outcome."""
+        self.exporting_since = time.monotonic()
         try:
             result = self.inner.export(spans)
         except Exception:  # an exporter must never take the application down
             logger.exception("span exporter raised")
             result = SpanExportResult.FAILURE
+        finally:
+            self.exporting_since = None
         with self.stats._lock:
             if result is SpanExportResult.SUCCESS:
                 self.last_success = time.monotonic()
@@ -182,11 +187,12 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
     """The SDK's batch processor with a bounded shutdown.
 
     The SDK's waits up to 30 s whatever the endpoint does. This one waits ``shutdown_timeout``
-    seconds, and longer only while the exporter keeps succeeding (a live endpoint draining a
-    large queue gets up to ``max_drain`` seconds); it stops at the first export that fails
-    while draining. With an endpoint that is down or silent, shutdown returns within about
-    ``shutdown_timeout`` (down: within one export timeout), and what was not sent is dropped and
-    counted as dropped by :class:`ExportStats`.
+    seconds, and longer only while the exporter keeps succeeding or an export is in flight (a
+    live endpoint draining a large queue gets up to ``max_drain`` seconds, an export in flight
+    up to ``export_timeout``); it stops at the first export that fails while draining. With an
+    endpoint that is down or silent, shutdown returns within about ``shutdown_timeout`` or one
+    export timeout, whichever is longer, and what was not sent is dropped and counted as
+    dropped by :class:`ExportStats`.
 
     A full queue pushes back instead of dropping while the exporter is healthy: the span that
     finds the queue full waits (at most ``max_block`` seconds) for the worker to make room, so
@@ -202,6 +208,7 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
         exporter: CountingExporter,
         *,
         shutdown_timeout: float,
+        export_timeout: float = DEFAULT_EXPORT_TIMEOUT_S,
         max_drain: float = 60.0,
         max_block: float = 0.1,
         meter_provider: Any = None,
@@ -210,6 +217,7 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
         super().__init__(exporter, meter_provider=meter_provider, **options)
         self.counting = exporter
         self.shutdown_timeout = shutdown_timeout
+        self.export_timeout = export_timeout
         self.max_drain = max_drain
         self.max_block = max_block
         self._dropping = False
@@ -274,7 +282,11 @@ class BoundedBatchSpanProcessor(BatchSpanProcessor):
                 break  # an export failed while draining: the rest would wait out the same
             if now < deadline:
                 continue
-            healthy = now - self.counting.last_success < self.shutdown_timeout
+            counting, since = self.counting, self.counting.exporting_since
+            # an export in flight is waited for, for one export timeout
+            healthy = (since is not None and now - since < self.export_timeout) or (
+                now - counting.last_success < self.shutdown_timeout
+            )
             if healthy and now - started < self.max_drain:
                 deadline = now + 0.25  # still delivering: keep going
                 continue
@@ -536,6 +548,9 @@ def setup_tracing(
                 BoundedBatchSpanProcessor(
                     wrapped,
                     shutdown_timeout=shutdown_timeout,
+                    export_timeout=export_timeout_from_env()
+                    if export_timeout is None
+                    else export_timeout,
                     meter_provider=meter_provider,
                     **options,
                 )
