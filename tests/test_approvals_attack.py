@@ -1,19 +1,31 @@
-"""Attacks on approvals: a deferred run's state edited before it is resumed (other arguments,
-tool, user, results, agent, key), each refused before anything runs."""
+"""Attacks on approvals and Cedar policies: a deferred run's state edited before it is resumed
+(other arguments, tool, user, results, agent, key), each refused before anything runs; a policy
+file read half-written never put in force."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from otelhooks import Approve
+from otelhooks.builtin.cedar_engine import CedarEngine
 from otelhooks.core.resume import RunState, StateError
 from otelhooks.providers import quote_last_tool_result
 
 from .test_approvals_resume import BATCH, make_agent
+from .test_cedar_engine import ALICE, GIT_STATUS, POLICIES, STATUS_SCHEMA, TOOLS
+from .test_cedar_engine import _files as _cedar_files
+
+
+def _look(engine: CedarEngine) -> None:
+    """Let the engine's next decision look at its files (as one reload interval would)."""
+    engine._checked = time.monotonic() - engine.reload_interval
+    engine.maybe_reload()
 
 
 def _wire(data: dict[str, Any]) -> dict[str, Any]:
@@ -95,3 +107,30 @@ async def test_a_state_resumes_only_under_the_secret_and_agent_that_deferred_it(
     same = make_agent(counts, [quote_last_tool_result()])
     result = await same.resume(data, {"c2": Approve("tom")})
     assert "wired 900 to acme" in result.text and counts["wire"] == 1
+
+
+# -- Cedar: a policy file caught half-written --------------------------------------------------
+
+
+def test_a_policy_file_seen_half_written_is_not_put_in_force(tmp_path: Path) -> None:
+    """A file rewritten in place can be read when only its first policies are written: a valid
+    set without the forbid that follows. A change is put in force only once a later look finds
+    the file as the earlier one did."""
+    p, e, s = _cedar_files(tmp_path)
+    engine = CedarEngine(p, e, s)
+    engine.bind_tools(TOOLS)
+    prod = {"repo_path": "/prod/app"}
+    assert engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, ALICE, prod).effect == "deny"
+    cut = POLICIES.index("// Forbid overrides permit")
+    p.write_text(POLICIES[: cut + 10])  # stopped inside the comment before the forbid
+    _look(engine)
+    verdict = engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, ALICE, prod)
+    assert (verdict.effect, verdict.policies) == ("deny", ("never-prod",))
+    assert engine.reloads == 0
+    with p.open("a") as rest:  # the writer goes on: the whole file, in force once settled
+        rest.write(POLICIES[cut + 10 :] + '\n@id("freeze")\nforbid(principal, action, resource);\n')
+    _look(engine)
+    _look(engine)
+    verdict = engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, ALICE, {"repo_path": "/w"})
+    assert (verdict.effect, verdict.policies) == ("deny", ("freeze",))
+    assert engine.reloads == 1

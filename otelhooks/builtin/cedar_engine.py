@@ -18,9 +18,12 @@ context and of the arguments that some policy reads (all of them when one reads 
 building and parsing the rest (the time, above all) is most of what a request costs.
 
 **Reloads.** The files are looked at (their size, time and inode) at most every
-``reload_interval`` seconds, when a decision is asked for; a change loads and validates a new
-set, which replaces the old one in one assignment (a decision uses the set it started with).
-A new set that does not load is logged as an error and the last good one stays.
+``reload_interval`` seconds, when a decision is asked for. A change is loaded only once it has
+settled: when a later look finds the files as the look that first saw the change did, and
+they did not change while they were read (a file rewritten in place can be read when only its
+first policies are written: a valid set without the forbid that follows). The new set is
+validated, and replaces the old one in one assignment (a decision uses the set it started
+with). A new set that does not load is logged as an error and the last good one stays.
 """
 
 from __future__ import annotations
@@ -71,7 +74,8 @@ from .cedar_source import (
 logger = logging.getLogger("otelhooks.cedar")
 
 DEFAULT_RELOAD_INTERVAL: Final = 0.5
-"""Seconds between looks at the files (a change is in force within twice this)."""
+"""Seconds between looks at the files (while decisions are asked for, a change is in force
+within twice this: one look sees it, the next finds it settled)."""
 DEFAULT_CACHE_SIZE: Final = 8192
 _UNCACHED: Final = object()
 ARGUMENTS: Final = "arguments"
@@ -241,6 +245,7 @@ class CedarEngine:
         self._lock = threading.Lock()
         self._checked = time.monotonic()
         self._failed_stamp: tuple[Any, ...] | None = None
+        self._changed_stamp: tuple[Any, ...] | None = None  # a change seen, not yet settled
         self._upstreams: set[str] = set()
         self.reloads = 0
         self._state = self._load({})
@@ -329,8 +334,8 @@ class CedarEngine:
         return {"hits": state.hits, "misses": state.misses, "uncached": state.uncached}
 
     def maybe_reload(self) -> bool:
-        """Load the files again if they changed (at most every ``reload_interval``); whether a
-        new set is in force."""
+        """Load the files again if they changed and the change settled (two looks, at most
+        every ``reload_interval``, found them alike); whether a new set is in force."""
         now = time.monotonic()
         if now - self._checked < self.reload_interval:
             return False
@@ -338,11 +343,18 @@ class CedarEngine:
         stamp = _stamp(self._files())
         state = self._state
         if stamp == state.stamp or stamp == self._failed_stamp:
+            self._changed_stamp = None
+            return False
+        if stamp != self._changed_stamp:  # first seen: maybe a write still going on
+            self._changed_stamp = stamp
             return False
         if not self._lock.acquire(blocking=False):
             return False  # another thread reloads
         try:
             new = self._load(state.tools)
+            if new.stamp != stamp or _stamp(self._files()) != stamp:
+                self._changed_stamp = None  # written to while read: look again
+                return False
         except CedarError as exc:
             self._failed_stamp = stamp
             logger.error("Cedar policies not reloaded (the last good set stays): %s", exc)
