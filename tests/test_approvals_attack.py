@@ -1,12 +1,16 @@
 """Attacks on approvals and Cedar policies: a deferred run's state edited before it is resumed
 (other arguments, tool, user, results, agent, key), each refused before anything runs; a policy
-file read half-written never put in force."""
+file read half-written never put in force; a `has` typo refused at load; a pending approval
+rewritten in the store's file by another process not honoured."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +18,21 @@ import pytest
 
 from otelhooks import Approve
 from otelhooks.builtin.cedar_engine import CedarEngine
+from otelhooks.builtin.cedar_source import CedarError
 from otelhooks.core.resume import RunState, StateError
 from otelhooks.providers import quote_last_tool_result
 
 from .test_approvals_resume import BATCH, make_agent
-from .test_cedar_engine import ALICE, GIT_STATUS, POLICIES, STATUS_SCHEMA, TOOLS
+from .test_approvals_store import started
+from .test_cedar_engine import (
+    ALICE,
+    GIT_STATUS,
+    POLICIES,
+    READ_FILE,
+    READ_SCHEMA,
+    STATUS_SCHEMA,
+    TOOLS,
+)
 from .test_cedar_engine import _files as _cedar_files
 
 
@@ -134,3 +148,97 @@ def test_a_policy_file_seen_half_written_is_not_put_in_force(tmp_path: Path) -> 
     verdict = engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, ALICE, {"repo_path": "/w"})
     assert (verdict.effect, verdict.policies) == ("deny", ("freeze",))
     assert engine.reloads == 1
+
+
+# -- Cedar: a typo behind `has` ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("guard", "meant"),
+    [
+        ("context.arguments has repo_pth && context.arguments.repo_pth", "arguments.repo_path"),
+        ('context has argumnts && context.argumnts.repo_path like "/prod/*" && ""', "arguments"),
+        ("principal has departmnt && principal.departmnt", "department"),
+        ("resource has nme && resource.nme", "name"),
+    ],
+)
+def test_a_typo_guarded_by_has_stops_the_load_naming_what_was_meant(
+    tmp_path: Path, guard: str, meant: str
+) -> None:
+    """Cedar's validator types ``x has <unknown>`` as false, so a forbid whose ``has`` names an
+    attribute nothing has loads and never applies: refused at load like any other typo."""
+    policy = (
+        "permit(principal, action, resource);\n\n"
+        f'forbid(principal, action in Action::"call_tool", resource)\n'
+        f'  when {{ {guard} like "/prod/*" }};\n'
+    )
+    p, e, s = _cedar_files(tmp_path, policy)
+    with pytest.raises(CedarError) as caught:
+        CedarEngine(p, e, s).bind_tools(TOOLS)
+    assert caught.value.line == 4, str(caught.value)
+    assert f"did you mean {meant!r}?" in str(caught.value)
+
+
+def test_has_of_an_optional_attribute_or_a_tools_own_argument_still_loads(tmp_path: Path) -> None:
+    policy = (
+        'permit(principal, action == Action::"git/git_commit", resource)\n'
+        "  when { context.arguments has note && principal has department };\n"
+        'forbid(principal, action in Action::"call_tool", resource)\n'
+        '  when { context.arguments has path && context.arguments.path like "/etc/*" };\n'
+        'forbid(principal, action in Action::"call_tool", resource)\n'
+        '  when { context.arguments has branch && context.arguments.branch == "main" };\n'
+    )
+    engine = CedarEngine(*_cedar_files(tmp_path, policy))
+    engine.bind_tools(TOOLS)  # `path` is read_file's; `branch`, no tool's here, is no typo
+    verdict = engine.decide_tool(READ_FILE, READ_SCHEMA, ALICE, {"path": "/etc/shadow"})
+    assert verdict.effect == "deny"
+
+
+# -- the store: a second process writes the SQLite file itself ---------------------------------
+
+TAMPER = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+column, value, approval_id = sys.argv[2], sys.argv[3], sys.argv[4]
+db.execute("BEGIN IMMEDIATE")
+if column != "-":
+    db.execute(f"UPDATE approvals SET {column} = ? WHERE id = ?", (value, approval_id))
+db.execute(
+    "UPDATE approvals SET state = 'approved', decided_by = 'mallory', decided_at = ? WHERE id = ?",
+    (time.time(), approval_id),
+)
+db.execute("UPDATE meta SET value = value + 1 WHERE key = 'revision'")
+db.execute("COMMIT")
+"""
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "runs"),
+    [
+        ("tool", "read", False),
+        ("digest", "hmac-sha256:" + "0" * 64, False),
+        ("identity", "agent\x1frun\x1fmallory", False),
+        ("-", "", True),  # approved by writing the file: anyone who can write it can approve
+    ],
+)
+async def test_a_pending_request_rewritten_in_the_file_by_another_process_is_not_honoured(
+    tmp_path: Path, column: str, value: str, runs: bool
+) -> None:
+    """Another process changes what a waiting request is bound to and marks it approved with
+    SQL (no CLI): the waiting call spends the approval only for its own tool, argument digest
+    and identity."""
+    store = tmp_path / "store.sqlite3"
+    ran: list[Mapping[str, Any]] = []
+    task, approval_id, _ = await started(store, ran, "/etc")
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", TAMPER, str(store), column, value, approval_id],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = await asyncio.wait_for(task, 30)
+    if runs:
+        assert result.content == "deleted /etc" and ran == [{"path": "/etc"}]
+    else:
+        assert "the approval was used or expired already" in result.content
+        assert ran == []

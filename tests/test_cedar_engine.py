@@ -354,8 +354,12 @@ def test_a_decision_sees_the_old_set_or_the_new_never_a_mix(tmp_path: Path) -> N
     for t in threads:
         t.start()
     for i in range(30):
+        before = engine.reloads
         _write(p, sets["ab"[i % 2]])
-        time.sleep(0.005)
+        for _ in range(1000):  # the deciding threads look; wait for the set to be in force
+            if engine.reloads > before or i % 3:  # two in three writes follow at once
+                break
+            time.sleep(0.005)
     stop.set()
     for t in threads:
         t.join()
