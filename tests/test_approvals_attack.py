@@ -308,3 +308,17 @@ async def test_arguments_too_long_for_a_form_go_to_the_store_not_cut() -> None:
         assert host.shown == []  # never shown cut
         fits = await approver(_form_request({"content": "x" * 1900, "path": "/srv/run.sh"}))
     assert isinstance(fits, Approve) and len(host.shown) == 1
+
+
+async def test_a_state_resumed_by_two_agents_of_one_process_runs_its_call_once() -> None:
+    """The docs promise a decision used once per process; each agent kept its own record, so a
+    second agent (a request handled twice) ran the wire again."""
+    counts: dict[str, int] = {}
+    first = await make_agent(counts, [BATCH]).run("pay", user="ann")
+    assert first.state is not None
+    texts = []
+    for _ in range(2):
+        agent = make_agent(counts, [quote_last_tool_result()])
+        texts.append((await agent.resume(first.state.to_json(), {"c2": Approve("tom")})).text)
+    assert counts["wire"] == 1
+    assert "wired 900 to acme" in texts[0] and "resumed already" in texts[1]

@@ -118,8 +118,10 @@ async def test_a_denied_or_undecided_call_is_refused_and_never_runs() -> None:
     denied = make_agent(counts, [quote_last_tool_result()])
     result = await denied.resume(first.state, {"c2": Deny("tom", "phone", "not this month")})
     assert "blocked: approval denied by tom (phone): not this month" in result.text
+    again = await make_agent(counts, [BATCH]).run("pay")  # a resumed state is spent, denied too
+    assert again.state is not None
     undecided = make_agent(counts, [quote_last_tool_result()])
-    result = await undecided.resume(first.state)
+    result = await undecided.resume(again.state)
     assert "resumed without a decision" in result.text
     assert "wire" not in counts
 

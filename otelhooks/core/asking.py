@@ -12,6 +12,7 @@ who answered, how, how long the call waited.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -37,6 +38,10 @@ from .scrub import Scrubber
 from .tool_span import NoPhase, Phase
 from .tools import InvalidArguments
 
+_SPENT: set[str] = set()
+"""The deferred calls' requests resumed in this process (see :meth:`Approvals.spend`)."""
+_SPENT_LOCK = threading.Lock()
+
 
 class Deferral(NamedTuple):
     """A deferred call's outcome and what an approver would be asked (before its span ends)."""
@@ -54,22 +59,24 @@ Rerun: TypeAlias = Callable[
 class Approvals:
     """How one executor answers asks and defers (see the module's docs)."""
 
-    __slots__ = ("_spent", "grants", "scrubber", "settings")
+    __slots__ = ("grants", "scrubber", "settings")
 
     def __init__(self, settings: ApprovalSettings, scrubber: Scrubber) -> None:
         self.settings = settings
         self.scrubber = scrubber
         self.grants = Grants()
         """Approvals made and not used yet (an edit's)."""
-        self._spent: set[str] = set()
 
-    def spend(self, request_id: str) -> bool:
-        """Mark a deferred call's request as answered: ``False`` when it was already (a
-        decision is used once per process; across processes, the store's approvals are)."""
-        if request_id in self._spent:
-            return False
-        self._spent.add(request_id)
-        return True
+    @staticmethod
+    def spend(request_id: str) -> bool:
+        """Mark a deferred call's request as answered: ``False`` when it was already, by any
+        agent of this process (a decision is used once per process; across processes, the
+        store's approvals are). The ids are kept for the process's lifetime."""
+        with _SPENT_LOCK:
+            if request_id in _SPENT:
+                return False
+            _SPENT.add(request_id)
+            return True
 
     def request(
         self, state: CallState, tool: str, args: Mapping[str, Any], asks: Sequence[HookRequest]
