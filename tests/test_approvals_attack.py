@@ -20,6 +20,7 @@ import pytest
 
 from otelhooks import ApprovalRequest, Approve, Deny
 from otelhooks.builtin.cedar_engine import CedarEngine
+from otelhooks.builtin.cedar_model import ToolKey
 from otelhooks.builtin.cedar_source import CedarError
 from otelhooks.core.approvals import CallIdentity
 from otelhooks.core.resume import RunState, StateError
@@ -322,3 +323,26 @@ async def test_a_state_resumed_by_two_agents_of_one_process_runs_its_call_once()
         texts.append((await agent.resume(first.state.to_json(), {"c2": Approve("tom")})).text)
     assert counts["wire"] == 1
     assert "wired 900 to acme" in texts[0] and "resumed already" in texts[1]
+
+
+def test_a_tool_first_seen_while_the_file_is_half_written_binds_to_the_set_in_force(
+    tmp_path: Path,
+) -> None:
+    """A tool first seen in a call is validated with the policies in force, not with the file
+    as it is on disk at that moment (which a writer may have cut short)."""
+    p, e, s = _cedar_files(tmp_path)
+    engine = CedarEngine(p, e, s)
+    engine.bind_tools(TOOLS)
+    git_log = ToolKey("git", "git_log")
+    cut = POLICIES.index("// Forbid overrides permit")
+    p.write_text(POLICIES[: cut + 10])  # the writer has not reached the forbid yet
+    prod = {"repo_path": "/prod/app"}
+    verdict = engine.decide_tool(git_log, STATUS_SCHEMA, ALICE, prod)  # a tool first seen
+    assert (verdict.effect, verdict.policies) == ("deny", ("never-prod",))
+    verdict = engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, ALICE, prod)
+    assert (verdict.effect, verdict.policies) == ("deny", ("never-prod",))
+    p.write_text(POLICIES + '\n@id("freeze")\nforbid(principal, action, resource);\n')
+    _look(engine)
+    _look(engine)  # the finished file is put in force as any change is
+    verdict = engine.decide_tool(git_log, STATUS_SCHEMA, ALICE, {"repo_path": "/w"})
+    assert (verdict.effect, verdict.policies) == ("deny", ("freeze",))

@@ -156,6 +156,7 @@ class _PolicySet:
     file_uids: dict[tuple[str, str], dict[str, Any]]
     types: dict[str, dict[str, Any]]  # action id -> type of context.arguments
     stamp: tuple[Any, ...]
+    texts: tuple[str, str | None, str | None]  # the policies, entities and schema it was read from
     plans: dict[str, _Plan] = field(default_factory=dict)
     cache: dict[Any, Verdict] = field(default_factory=dict)
     principals: dict[Principal, cedarpy.Entities] = field(default_factory=dict)
@@ -255,16 +256,30 @@ class CedarEngine:
     def _files(self) -> list[str | None]:
         return [*self.paths, self.schema_path]
 
-    def _load(self, tools: Mapping[ToolKey, Mapping[str, Any]]) -> _PolicySet:
+    def _read(self) -> tuple[tuple[Any, ...], tuple[str, str | None, str | None]]:
+        """The files' stamp and texts, as they are now."""
         stamp = _stamp(self._files())
         policies_path, entities_path = self.paths
-        text = read_text(policies_path, "Cedar policies")
+        schema_path = self.schema_path
+        return stamp, (
+            read_text(policies_path, "Cedar policies"),
+            read_text(entities_path, "Cedar entities") if entities_path is not None else None,
+            read_text(schema_path, "Cedar schema") if schema_path is not None else None,
+        )
+
+    def _load(
+        self,
+        tools: Mapping[ToolKey, Mapping[str, Any]],
+        read: tuple[tuple[Any, ...], tuple[str, str | None, str | None]] | None = None,
+    ) -> _PolicySet:
+        """A set from the texts ``read`` (the files as they are now when not given)."""
+        stamp, texts = read if read is not None else self._read()
+        text, entities_text, schema_text = texts
+        policies_path, entities_path = self.paths
         tree, infos = parse_policies(text, policies_path)
         generated = model_schema(tools)
-        if self.schema_path is not None:
-            operator = parse_operator_schema(
-                read_text(self.schema_path, "Cedar schema"), self.schema_path
-            )
+        if self.schema_path is not None and schema_text is not None:
+            operator = parse_operator_schema(schema_text, self.schema_path)
             try:
                 generated = merge_schema(generated, operator)
             except ValueError as exc:
@@ -277,10 +292,8 @@ class CedarEngine:
         if tools:
             validate(text, policies_path, infos, schema, known)
         file_entities: list[dict[str, Any]] = []
-        if entities_path is not None:
-            file_entities = parse_entities(
-                read_text(entities_path, "Cedar entities"), entities_path, known, schema
-            )
+        if entities_path is not None and entities_text is not None:
+            file_entities = parse_entities(entities_text, entities_path, known, schema)
         entity_list = [*model_entities(list(tools), sorted(self._upstreams)), *file_entities]
         try:
             entities = cedarpy.Entities.from_json_str(json.dumps(entity_list), schema=schema)
@@ -295,14 +308,18 @@ class CedarEngine:
             file_uids={(e["uid"]["type"], e["uid"]["id"]): e for e in file_entities},
             types={key.id: arguments_type(params) for key, params in tools.items()},
             stamp=stamp,
+            texts=texts,
         )
 
     def bind_tools(self, tools: Mapping[ToolKey, Mapping[str, Any]]) -> None:
-        """Validate the policies against the schema of these tools (key -> input schema), and
-        decide with it from now on; raises :class:`CedarError` (the set in force stays)."""
+        """Validate the policies in force (the texts they were read from, not the files as
+        they are now: a change is put in force by :meth:`maybe_reload` alone, once settled)
+        against the schema of these tools (key -> input schema), and decide with it from now
+        on; raises :class:`CedarError` (the set in force stays)."""
         with self._lock:
-            merged = {**self._state.tools, **tools}
-            self._state = self._load(merged)
+            state = self._state
+            merged = {**state.tools, **tools}
+            self._state = self._load(merged, (state.stamp, state.texts))
 
     def bind_upstreams(self, names: Sequence[str]) -> None:
         """Name upstreams with no tools yet (their ``Upstream`` entities exist)."""
