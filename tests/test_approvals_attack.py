@@ -18,7 +18,19 @@ from typing import Any
 import mcp.types as mcp_types
 import pytest
 
-from otelhooks import ApprovalRequest, Approve, Deny
+from otelhooks import (
+    ApprovalRequest,
+    ApprovalSettings,
+    Approve,
+    ApproveWithEdit,
+    BeforeToolCallContext,
+    Deny,
+    Hooks,
+    ToolCall,
+    ToolExecutor,
+    ToolRegistry,
+    ask,
+)
 from otelhooks.builtin.cedar_engine import CedarEngine
 from otelhooks.builtin.cedar_model import ToolKey
 from otelhooks.builtin.cedar_source import CedarError
@@ -346,3 +358,51 @@ def test_a_tool_first_seen_while_the_file_is_half_written_binds_to_the_set_in_fo
     _look(engine)  # the finished file is put in force as any change is
     verdict = engine.decide_tool(git_log, STATUS_SCHEMA, ALICE, {"repo_path": "/w"})
     assert (verdict.effect, verdict.policies) == ("deny", ("freeze",))
+
+
+# -- an approval made for one call, taken by another -----------------------------------------------
+
+
+@pytest.mark.parametrize("b_id", ["B", "A"])  # a model may give two calls one id
+async def test_an_edits_approval_is_taken_by_its_own_call_only(b_id: str) -> None:
+    """An approver edits call A to ``/b``; while A's second pass runs, call B of the same run
+    asks about exactly ``/b``. The approval made for A's edit is A's: B must be asked about
+    on its own (before, B took A's approval and ran unasked, and A was asked again)."""
+    registry = ToolRegistry()
+    ran: list[str] = []
+
+    @registry.tool
+    def delete(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return f"deleted {path}"
+
+    second_pass, b_done = asyncio.Event(), asyncio.Event()
+
+    async def gate(ctx: BeforeToolCallContext) -> Any:
+        if ctx.args["path"] == "/b" and not second_pass.is_set():  # A's second pass
+            second_pass.set()
+            await b_done.wait()  # B comes while A's second pass runs
+        return ask("deleting needs a person")
+
+    asked: list[tuple[str, str]] = []
+
+    async def approver(request: ApprovalRequest) -> Any:
+        asked.append((request.call_id, request.arguments["path"]))
+        if (request.call_id, request.arguments["path"]) == ("A", "/a"):
+            return ApproveWithEdit({"path": "/b"}, by="tom")
+        return Deny("tom", reason="not that one")
+
+    hooks = Hooks()
+    hooks.add(before=gate, name="gate")
+    executor = ToolExecutor(registry, hooks, approver=ApprovalSettings(approver))
+    who = CallIdentity("agent", "run-1", "ann")
+    a = asyncio.create_task(executor.execute(ToolCall("A", "delete", {"path": "/a"}), identity=who))
+    await asyncio.wait_for(second_pass.wait(), 30)
+    b = await executor.execute(ToolCall(b_id, "delete", {"path": "/b"}), identity=who)
+    b_done.set()
+    a_result = await asyncio.wait_for(a, 30)
+    assert b.content.startswith("blocked: approval denied by tom")
+    assert a_result.content == "deleted /b"
+    assert ran == ["/b"]  # once: A's, as edited
+    assert asked == [("A", "/a"), (b_id, "/b")]

@@ -149,7 +149,7 @@ class Approvals:
                 request.policies,
             )  # fmt: skip
 
-        grant = self.grants.take(tool.name, request.digest, identity)
+        grant = self.grants.take(tool.name, request.digest, identity, call=_call_key(state))
         if grant is not None:
             approval = answered("granted", grant.by, grant.how, grant=grant.id)
             phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_ALLOW))
@@ -210,7 +210,8 @@ class Approvals:
             return refused(state, phase, A.ERR_INVALID_ARGUMENTS, message)
         grant = self.grants.add(
             tool.name, self.settings.digest(tool.name, edited), identity,
-            by=decision.by, how=decision.how, ttl=self.settings.ttl, arguments=edited,
+            by=decision.by, how=decision.how, ttl=self.settings.ttl, call=_call_key(state),
+            arguments=edited,
         )  # fmt: skip
         edited_call = Allowed(state, tool, edited, True, f"approver:{decision.by}")
         try:
@@ -234,6 +235,13 @@ class Approvals:
         if error_type is not None:
             phase.fail(error_type, reason)
         return outcome._replace(verdict=asked, approval=approval, error_type=error_type)
+
+
+def _call_key(state: CallState) -> str:
+    """This call in flight, as an approval made for it is bound to: its id, and the state it
+    runs in (a model may give two calls one id; an edit's approval is dropped before its call
+    ends, so the state outlives it)."""
+    return f"{state.call.id}\x1f{id(state)}"
 
 
 def approval_event(approval: ApprovalOutcome, action: str) -> dict[str, Any]:
