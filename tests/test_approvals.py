@@ -299,16 +299,17 @@ async def test_edits_that_never_settle_are_refused_after_the_limit() -> None:
 def test_an_approval_is_bound_to_tool_digest_and_identity_used_once_and_expires() -> None:
     grants = Grants()
     me = CallIdentity("agent", "run-1", "alice")
-    grants.add("pay", "d1", me, by="carol", how="test", ttl=60)
-    assert grants.take("pay", "d2", me) is None  # other arguments
-    assert grants.take("refund", "d1", me) is None  # another tool
-    assert grants.take("pay", "d1", CallIdentity("agent", "run-1", "mallory")) is None
-    assert grants.take("pay", "d1", CallIdentity("agent", "run-2", "alice")) is None
-    assert grants.take("pay", "d1", me) is not None
-    assert grants.take("pay", "d1", me) is None  # used once
-    grants.add("pay", "d1", me, by="carol", how="test", ttl=0.01)
+    grants.add("pay", "d1", me, by="carol", how="test", ttl=60, call="c1")
+    assert grants.take("pay", "d2", me, call="c1") is None  # other arguments
+    assert grants.take("refund", "d1", me, call="c1") is None  # another tool
+    assert grants.take("pay", "d1", CallIdentity("agent", "run-1", "mallory"), call="c1") is None
+    assert grants.take("pay", "d1", CallIdentity("agent", "run-2", "alice"), call="c1") is None
+    assert grants.take("pay", "d1", me, call="c2") is None  # another call
+    assert grants.take("pay", "d1", me, call="c1") is not None
+    assert grants.take("pay", "d1", me, call="c1") is None  # used once
+    grants.add("pay", "d1", me, by="carol", how="test", ttl=0.01, call="c1")
     time.sleep(0.05)
-    assert grants.take("pay", "d1", me) is None  # expired
+    assert grants.take("pay", "d1", me, call="c1") is None  # expired
 
 
 async def test_identity_defaults_to_the_context_and_a_user_given_to_run_binds_it() -> None:

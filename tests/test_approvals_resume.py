@@ -39,8 +39,15 @@ BATCH = AssistantMessage(
 )
 
 
+SECRET = b"the treasurers' approval secret"
+
+
 def make_agent(
-    counts: dict[str, int], steps: list[Any], tracing: InMemoryTracing | None = None
+    counts: dict[str, int],
+    steps: list[Any],
+    tracing: InMemoryTracing | None = None,
+    secret: bytes = SECRET,
+    name: str = "agent",
 ) -> Agent:
     registry = ToolRegistry()
 
@@ -67,6 +74,8 @@ def make_agent(
         tools=registry,
         hooks=hooks,
         tracer_provider=tracing.provider if tracing is not None else None,
+        approval_secret=secret,
+        name=name,
     )
 
 
@@ -109,8 +118,10 @@ async def test_a_denied_or_undecided_call_is_refused_and_never_runs() -> None:
     denied = make_agent(counts, [quote_last_tool_result()])
     result = await denied.resume(first.state, {"c2": Deny("tom", "phone", "not this month")})
     assert "blocked: approval denied by tom (phone): not this month" in result.text
+    again = await make_agent(counts, [BATCH]).run("pay")  # a resumed state is spent, denied too
+    assert again.state is not None
     undecided = make_agent(counts, [quote_last_tool_result()])
-    result = await undecided.resume(first.state)
+    result = await undecided.resume(again.state)
     assert "resumed without a decision" in result.text
     assert "wire" not in counts
 
@@ -129,8 +140,8 @@ async def test_a_decision_is_used_once_and_only_for_the_arguments_it_was_made_fo
     data = first.state.to_json()
     data["messages"][-1]["tool_calls"][1]["arguments"]["amount"] = 90000
     tampered = make_agent(counts, [quote_last_tool_result()])
-    result = await tampered.resume(data, {"c2": Approve("tom")})
-    assert "other arguments than those the decision was made for" in result.text
+    with pytest.raises(StateError, match="seal does not match"):
+        await tampered.resume(data, {"c2": Approve("tom")})
     assert counts["wire"] == 1
 
 
@@ -189,12 +200,13 @@ SCRIPT = textwrap.dedent(
 
     async def main() -> None:
         if phase == "first":
-            agent = Agent(ScriptedProvider([batch]), tools=registry, hooks=hooks)
+            agent = Agent(ScriptedProvider([batch]), tools=registry, hooks=hooks,
+                          approval_secret=b"shared")
             result = await agent.run("pay", user="ann")
             (folder / "state.json").write_text(json.dumps(result.state.to_json()))
         else:
             agent = Agent(ScriptedProvider([quote_last_tool_result()]), tools=registry,
-                          hooks=hooks)
+                          hooks=hooks, approval_secret=b"shared")
             state = (folder / "state.json").read_text()
             result = await agent.resume(state, {"c2": Approve("tom", "phone")})
             print(result.run_id, result.text)
@@ -219,7 +231,7 @@ def test_a_deferred_run_resumes_after_the_process_restarted(tmp_path: Path) -> N
     run("first")
     state = json.loads((tmp_path / "state.json").read_text())
     assert (tmp_path / "ran.txt").read_text().split() == ["a.txt"]
-    out = run("second")  # another process: another approval key, the same decision holds
+    out = run("second")  # another process, the same approval secret: the decision holds
     assert out.split(" ", 1) == [
         state["run_id"],
         "The tool result is: read a.txt; wired 900 to acme\n",

@@ -140,6 +140,7 @@ def agent_for(
         hooks=hooks,
         approver=approver,
         approval_ttl=ttl,
+        approval_secret=b"the approvers' secret",  # a resumed run is sealed under it
         tracer_provider=tracing.provider,
     )
 

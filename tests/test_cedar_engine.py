@@ -275,7 +275,11 @@ def _write(path: Path, text: str) -> None:
 
 
 def _reload_now(engine: CedarEngine) -> None:
-    engine._checked = time.monotonic() - engine.reload_interval  # the next decision looks
+    """Two looks at the files: a change is seen, then found settled; the next decision uses
+    the new set."""
+    engine._checked = time.monotonic() - engine.reload_interval
+    engine.maybe_reload()
+    engine._checked = time.monotonic() - engine.reload_interval
 
 
 def test_a_reload_is_in_force_on_the_next_look_and_empties_the_cache(tmp_path: Path) -> None:
@@ -286,7 +290,9 @@ def test_a_reload_is_in_force_on_the_next_look_and_empties_the_cache(tmp_path: P
     assert engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, ALICE, args).effect == "allow"
     assert engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, ALICE, args).cached
     _write(p, POLICIES + '\n@id("freeze")\nforbid(principal, action, resource);\n')
-    time.sleep(0.25)  # the reload interval: the next decision looks at the files
+    time.sleep(0.25)  # the reload interval: a look sees the change ...
+    engine.maybe_reload()
+    time.sleep(0.25)  # ... and the next decision's look finds it settled
     after = engine.decide_tool(GIT_STATUS, STATUS_SCHEMA, ALICE, args)
     assert (after.effect, after.policies, after.cached) == ("deny", ("freeze",), False)
     assert engine.reloads == 1
@@ -348,8 +354,12 @@ def test_a_decision_sees_the_old_set_or_the_new_never_a_mix(tmp_path: Path) -> N
     for t in threads:
         t.start()
     for i in range(30):
+        before = engine.reloads
         _write(p, sets["ab"[i % 2]])
-        time.sleep(0.005)
+        for _ in range(1000):  # the deciding threads look; wait for the set to be in force
+            if engine.reloads > before or i % 3:  # two in three writes follow at once
+                break
+            time.sleep(0.005)
     stop.set()
     for t in threads:
         t.join()

@@ -18,9 +18,12 @@ context and of the arguments that some policy reads (all of them when one reads 
 building and parsing the rest (the time, above all) is most of what a request costs.
 
 **Reloads.** The files are looked at (their size, time and inode) at most every
-``reload_interval`` seconds, when a decision is asked for; a change loads and validates a new
-set, which replaces the old one in one assignment (a decision uses the set it started with).
-A new set that does not load is logged as an error and the last good one stays.
+``reload_interval`` seconds, when a decision is asked for. A change is loaded only once it has
+settled: when a later look finds the files as the look that first saw the change did, and
+they did not change while they were read (a file rewritten in place can be read when only its
+first policies are written: a valid set without the forbid that follows). The new set is
+validated, and replaces the old one in one assignment (a decision uses the set it started
+with). A new set that does not load is logged as an error and the last good one stays.
 """
 
 from __future__ import annotations
@@ -71,7 +74,8 @@ from .cedar_source import (
 logger = logging.getLogger("otelhooks.cedar")
 
 DEFAULT_RELOAD_INTERVAL: Final = 0.5
-"""Seconds between looks at the files (a change is in force within twice this)."""
+"""Seconds between looks at the files (while decisions are asked for, a change is in force
+within twice this: one look sees it, the next finds it settled)."""
 DEFAULT_CACHE_SIZE: Final = 8192
 _UNCACHED: Final = object()
 ARGUMENTS: Final = "arguments"
@@ -152,6 +156,7 @@ class _PolicySet:
     file_uids: dict[tuple[str, str], dict[str, Any]]
     types: dict[str, dict[str, Any]]  # action id -> type of context.arguments
     stamp: tuple[Any, ...]
+    texts: tuple[str, str | None, str | None]  # the policies, entities and schema it was read from
     plans: dict[str, _Plan] = field(default_factory=dict)
     cache: dict[Any, Verdict] = field(default_factory=dict)
     principals: dict[Principal, cedarpy.Entities] = field(default_factory=dict)
@@ -241,6 +246,7 @@ class CedarEngine:
         self._lock = threading.Lock()
         self._checked = time.monotonic()
         self._failed_stamp: tuple[Any, ...] | None = None
+        self._changed_stamp: tuple[Any, ...] | None = None  # a change seen, not yet settled
         self._upstreams: set[str] = set()
         self.reloads = 0
         self._state = self._load({})
@@ -250,16 +256,30 @@ class CedarEngine:
     def _files(self) -> list[str | None]:
         return [*self.paths, self.schema_path]
 
-    def _load(self, tools: Mapping[ToolKey, Mapping[str, Any]]) -> _PolicySet:
+    def _read(self) -> tuple[tuple[Any, ...], tuple[str, str | None, str | None]]:
+        """The files' stamp and texts, as they are now."""
         stamp = _stamp(self._files())
         policies_path, entities_path = self.paths
-        text = read_text(policies_path, "Cedar policies")
+        schema_path = self.schema_path
+        return stamp, (
+            read_text(policies_path, "Cedar policies"),
+            read_text(entities_path, "Cedar entities") if entities_path is not None else None,
+            read_text(schema_path, "Cedar schema") if schema_path is not None else None,
+        )
+
+    def _load(
+        self,
+        tools: Mapping[ToolKey, Mapping[str, Any]],
+        read: tuple[tuple[Any, ...], tuple[str, str | None, str | None]] | None = None,
+    ) -> _PolicySet:
+        """A set from the texts ``read`` (the files as they are now when not given)."""
+        stamp, texts = read if read is not None else self._read()
+        text, entities_text, schema_text = texts
+        policies_path, entities_path = self.paths
         tree, infos = parse_policies(text, policies_path)
         generated = model_schema(tools)
-        if self.schema_path is not None:
-            operator = parse_operator_schema(
-                read_text(self.schema_path, "Cedar schema"), self.schema_path
-            )
+        if self.schema_path is not None and schema_text is not None:
+            operator = parse_operator_schema(schema_text, self.schema_path)
             try:
                 generated = merge_schema(generated, operator)
             except ValueError as exc:
@@ -272,10 +292,8 @@ class CedarEngine:
         if tools:
             validate(text, policies_path, infos, schema, known)
         file_entities: list[dict[str, Any]] = []
-        if entities_path is not None:
-            file_entities = parse_entities(
-                read_text(entities_path, "Cedar entities"), entities_path, known, schema
-            )
+        if entities_path is not None and entities_text is not None:
+            file_entities = parse_entities(entities_text, entities_path, known, schema)
         entity_list = [*model_entities(list(tools), sorted(self._upstreams)), *file_entities]
         try:
             entities = cedarpy.Entities.from_json_str(json.dumps(entity_list), schema=schema)
@@ -290,14 +308,18 @@ class CedarEngine:
             file_uids={(e["uid"]["type"], e["uid"]["id"]): e for e in file_entities},
             types={key.id: arguments_type(params) for key, params in tools.items()},
             stamp=stamp,
+            texts=texts,
         )
 
     def bind_tools(self, tools: Mapping[ToolKey, Mapping[str, Any]]) -> None:
-        """Validate the policies against the schema of these tools (key -> input schema), and
-        decide with it from now on; raises :class:`CedarError` (the set in force stays)."""
+        """Validate the policies in force (the texts they were read from, not the files as
+        they are now: a change is put in force by :meth:`maybe_reload` alone, once settled)
+        against the schema of these tools (key -> input schema), and decide with it from now
+        on; raises :class:`CedarError` (the set in force stays)."""
         with self._lock:
-            merged = {**self._state.tools, **tools}
-            self._state = self._load(merged)
+            state = self._state
+            merged = {**state.tools, **tools}
+            self._state = self._load(merged, (state.stamp, state.texts))
 
     def bind_upstreams(self, names: Sequence[str]) -> None:
         """Name upstreams with no tools yet (their ``Upstream`` entities exist)."""
@@ -329,8 +351,8 @@ class CedarEngine:
         return {"hits": state.hits, "misses": state.misses, "uncached": state.uncached}
 
     def maybe_reload(self) -> bool:
-        """Load the files again if they changed (at most every ``reload_interval``); whether a
-        new set is in force."""
+        """Load the files again if they changed and the change settled (two looks, at most
+        every ``reload_interval``, found them alike); whether a new set is in force."""
         now = time.monotonic()
         if now - self._checked < self.reload_interval:
             return False
@@ -338,11 +360,18 @@ class CedarEngine:
         stamp = _stamp(self._files())
         state = self._state
         if stamp == state.stamp or stamp == self._failed_stamp:
+            self._changed_stamp = None
+            return False
+        if stamp != self._changed_stamp:  # first seen: maybe a write still going on
+            self._changed_stamp = stamp
             return False
         if not self._lock.acquire(blocking=False):
             return False  # another thread reloads
         try:
             new = self._load(state.tools)
+            if new.stamp != stamp or _stamp(self._files()) != stamp:
+                self._changed_stamp = None  # written to while read: look again
+                return False
         except CedarError as exc:
             self._failed_stamp = stamp
             logger.error("Cedar policies not reloaded (the last good set stays): %s", exc)

@@ -40,7 +40,8 @@ class CedarError(ValueError):
 class PolicyInfo:
     """One policy: its Cedar id, the name it is shown by (its ``@id``, else the Cedar id), its
     line in the file, its effect, whether it needs an approval, what it reads of the context
-    (attribute paths; ``()`` is the whole context) and its scope."""
+    (attribute paths; ``()`` is the whole context), what its ``has`` tests name (see
+    :func:`has_tests`) and its scope."""
 
     cedar_id: str
     name: str
@@ -51,6 +52,7 @@ class PolicyInfo:
     action: Any  # pst.ActionConstraint
     principal: Any
     resource: Any
+    has: frozenset[tuple[str, ...]] = frozenset()
 
     def applies_to_action(self, action_id: str, groups: Iterable[str]) -> bool:
         """Whether its action scope can match ``action_id`` (member of ``groups``)."""
@@ -198,6 +200,7 @@ def parse_policies(text: str, path: str) -> tuple[pst.PolicySet, list[PolicyInfo
                 effect=policy.effect,
                 approval=approval,
                 reads=frozenset(context_reads(policy.clauses)),
+                has=frozenset(has_tests(policy.clauses)),
                 action=policy.action,
                 principal=policy.principal,
                 resource=policy.resource,
@@ -256,6 +259,35 @@ def context_reads(node: Any) -> set[tuple[str, ...]]:
     return found
 
 
+def has_tests(node: Any) -> set[tuple[str, ...]]:
+    """The attributes an expression's ``has`` tests name: ``(variable, *path, attribute)`` when
+    the tested value is a variable or an attribute path from one (``context.arguments has x``
+    is ``("context", "arguments", "x")``), ``("", attribute)`` for any other value."""
+    found: set[tuple[str, ...]] = set()
+    stack: list[Any] = [node]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, pst.HasAttr):
+            found.add((*(_var_path(value.base) or ("",)), *value.attrs))
+        if isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, tuple):
+            stack.extend(value)
+        elif hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
+            stack.extend(getattr(value, f) for f in value.__dataclass_fields__)
+    return found
+
+
+def _var_path(value: Any) -> tuple[str, ...] | None:
+    attrs: list[str] = []
+    while isinstance(value, pst.GetAttr):
+        attrs.append(value.attr)
+        value = value.base
+    if isinstance(value, pst.Var):
+        return (value.name, *reversed(attrs))
+    return None
+
+
 def _context_path(value: Any) -> tuple[str, ...] | None:
     attrs: list[str] = []
     while isinstance(value, pst.GetAttr):
@@ -279,9 +311,10 @@ def validate(
     """Validate the policies against ``schema``; the first error as :class:`CedarError` with
     the line of the name it is about and the closest known name."""
     result = cedarpy.validate_policies(text, schema)
-    if result.validation_passed:
-        return
     spans = policy_spans(text)
+    if result.validation_passed:
+        _check_has(text, path, spans, infos, known)
+        return
     by_id = {info.cedar_id: (index, info) for index, info in enumerate(infos)}
     error = result.errors[0]
     index, info = by_id.get(error.policy_id, (None, None))
@@ -301,6 +334,42 @@ class Known:
     actions: tuple[str, ...]
     context: Mapping[str, tuple[str, ...]]  # action -> attribute paths ("arguments.repo_path")
     attributes: Mapping[str, tuple[str, ...]]  # entity type -> attribute names
+    names: frozenset[str] = frozenset()  # every attribute name of every record in the schema
+
+    def missing(self, test: tuple[str, ...], info: PolicyInfo) -> str | None:
+        """Why a ``has`` test (see :func:`has_tests`) of the policy ``info`` is a typo: its
+        attribute is one nothing it can test has, and a name that is there is close to it
+        (named). ``None`` when something has it, or nothing close does (an attribute of a tool
+        or an entity this deployment does not have: the test is false here, as written)."""
+        var, attr = test[0], test[-1]
+        if var == "context":
+            parent = ".".join(test[1:-1])
+            paths = {
+                p
+                for action, found in self.context.items()
+                if info.applies_to_action(action, action_groups(action))
+                for p in found
+            }
+            dotted = ".".join(test[1:])
+            if not paths or dotted in paths:
+                return None
+            prefix = parent + "." if parent else ""
+            siblings = {p[len(prefix) :] for p in paths if p.startswith(prefix)}
+            where = f"the context of the actions it applies to has no {dotted!r}"
+            close = _closest(attr, {s for s in siblings if "." not in s})
+            meant = prefix + close if close else None
+        else:
+            if var in ("principal", "resource") and len(test) == 2:
+                names = {n for found in self.attributes.values() for n in found}
+                where = f"no entity type has an attribute {attr!r}"
+            else:
+                names, where = set(self.names), f"no record of the schema has {attr!r}"
+            if attr in names:
+                return None
+            meant = _closest(attr, names)
+        if meant is None:
+            return None
+        return f"`has {attr}`: {where} (did you mean {meant!r}?)"
 
     def explain(self, message: str) -> tuple[str | None, str]:
         """The name an error message is about, and a hint naming what was probably meant."""
@@ -324,6 +393,33 @@ class Known:
         return (found.group(1).rsplit(".", 1)[-1] if found else None), ""
 
 
+def _check_has(
+    text: str,
+    path: str,
+    spans: Sequence[tuple[int, int]],
+    infos: Sequence[PolicyInfo],
+    known: Known,
+) -> None:
+    """Refuse a ``has`` test that is a typo (see :meth:`Known.missing`). Cedar's validator
+    types a test of an attribute nothing has as false rather than an error, so a typo there
+    (``context.arguments has repo_pth``) would load and make its policy never apply: a forbid
+    that never forbids."""
+    for index, info in enumerate(infos):
+        for test in sorted(info.has):
+            problem = known.missing(test, info)
+            if problem is None:
+                continue
+            span = spans[index] if index < len(spans) else (0, len(text))
+            line = _line_of_word(text, span, test[-1])
+            raise CedarError(path, line, f"policy {info.name}: {problem}")
+
+
+def _closest(word: str, names: Iterable[str]) -> str | None:
+    """The known name ``word`` is most likely a typo of (one or two letters apart), if any."""
+    close = difflib.get_close_matches(word, sorted(names), n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
 def _hint(word: str, names: Sequence[str]) -> str:
     close = difflib.get_close_matches(word, list(names), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
@@ -345,7 +441,20 @@ def known_names(schema: Mapping[str, Any]) -> Known:
             actions.append(name)
             record = ((action.get("appliesTo") or {}).get("context") or {}).get("attributes")
             context[name] = tuple(_paths(record or {}))
-    return Known(tuple(entity_types or ENTITY_TYPES), tuple(actions), context, attributes)
+    names: set[str] = set()
+    stack: list[Any] = [schema]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Mapping):
+            found = value.get("attributes")
+            if isinstance(found, Mapping):
+                names.update(str(name) for name in found)
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return Known(
+        tuple(entity_types or ENTITY_TYPES), tuple(actions), context, attributes, frozenset(names)
+    )
 
 
 def _paths(attributes: Mapping[str, Any], prefix: str = "") -> Iterable[str]:

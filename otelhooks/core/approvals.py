@@ -9,9 +9,10 @@ Contracts
   :class:`Deny`, each saying who decided and how. Without an approver an ask is a block whose
   reason says so (fail closed); an approver that raises, times out or answers anything else
   denies the call (its failure is recorded).
-* An **approval** (:class:`Grant`) is bound to the tool, the argument digest and the identity;
-  it is used at most once and expires (:data:`DEFAULT_APPROVAL_TTL`, a setting). A call with
-  other arguments, by another identity or of another tool needs a new one.
+* An **approval** (:class:`Grant`) is bound to the tool, the argument digest, the identity and
+  the call it was made for (its id); it is used at most once and expires
+  (:data:`DEFAULT_APPROVAL_TTL`, a setting). Another call, even of the same tool with the same
+  arguments for the same identity, needs a new one.
 * An approve-with-edit is validated and runs through the before-hooks again with the edited
   arguments; the approval it creates is bound to the edited arguments and answers that second
   pass's ask. An edit the second pass rewrites again, or asks about again for other arguments,
@@ -243,8 +244,9 @@ NO_APPROVALS: Final = ApprovalSettings()
 
 @dataclass(frozen=True, slots=True)
 class Grant:
-    """An approval: of ``tool`` with the arguments of ``digest`` for ``identity`` (its key),
-    decided by ``by`` through ``how``, usable once until ``expires_at``."""
+    """An approval: of ``tool`` with the arguments of ``digest`` for ``identity`` (its key) in
+    the call ``call`` (its id), decided by ``by`` through ``how``, usable once until
+    ``expires_at``."""
 
     id: str
     tool: str
@@ -254,6 +256,7 @@ class Grant:
     how: str
     expires_at: float
     arguments: Mapping[str, Any] = field(default_factory=dict)  # an edit's arguments
+    call: str = ""
 
 
 class Grants:
@@ -275,12 +278,14 @@ class Grants:
         by: str,
         how: str,
         ttl: float,
+        call: str,
         arguments: Mapping[str, Any] = _NO_ARGUMENTS,
     ) -> Grant:
-        """A new approval, bound to ``tool``, ``digest`` and ``identity``."""
+        """A new approval, bound to ``tool``, ``digest``, ``identity`` and the call ``call``
+        (its id)."""
         grant = Grant(
             uuid.uuid4().hex[:12], tool, digest, identity.key(), by, how, time.time() + ttl,
-            arguments,
+            arguments, call,
         )  # fmt: skip
         with self._lock:
             now = time.time()
@@ -289,16 +294,22 @@ class Grants:
             self._grants[grant.id] = grant
         return grant
 
-    def take(self, tool: str, digest: str, identity: CallIdentity) -> Grant | None:
-        """The approval made for exactly this call, now spent; ``None`` when there is none
-        (never made, made for other arguments or another identity, used, or expired)."""
+    def take(self, tool: str, digest: str, identity: CallIdentity, *, call: str) -> Grant | None:
+        """The approval made for exactly this call (``call``: its id), now spent; ``None`` when
+        there is none (never made, made for other arguments, another identity or another
+        call, used, or expired)."""
         key = identity.key()
         with self._lock:
             now = time.time()
             for grant in list(self._grants.values()):
                 if grant.expires_at <= now:
                     del self._grants[grant.id]
-                elif grant.tool == tool and grant.digest == digest and grant.identity == key:
+                elif (
+                    grant.tool == tool
+                    and grant.digest == digest
+                    and grant.identity == key
+                    and grant.call == call
+                ):
                     del self._grants[grant.id]
                     return grant
         return None

@@ -12,6 +12,7 @@ who answered, how, how long the call waited.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -37,6 +38,10 @@ from .scrub import Scrubber
 from .tool_span import NoPhase, Phase
 from .tools import InvalidArguments
 
+_SPENT: set[str] = set()
+"""The deferred calls' requests resumed in this process (see :meth:`Approvals.spend`)."""
+_SPENT_LOCK = threading.Lock()
+
 
 class Deferral(NamedTuple):
     """A deferred call's outcome and what an approver would be asked (before its span ends)."""
@@ -54,22 +59,24 @@ Rerun: TypeAlias = Callable[
 class Approvals:
     """How one executor answers asks and defers (see the module's docs)."""
 
-    __slots__ = ("_spent", "grants", "scrubber", "settings")
+    __slots__ = ("grants", "scrubber", "settings")
 
     def __init__(self, settings: ApprovalSettings, scrubber: Scrubber) -> None:
         self.settings = settings
         self.scrubber = scrubber
         self.grants = Grants()
         """Approvals made and not used yet (an edit's)."""
-        self._spent: set[str] = set()
 
-    def spend(self, request_id: str) -> bool:
-        """Mark a deferred call's request as answered: ``False`` when it was already (a
-        decision is used once per process; across processes, the store's approvals are)."""
-        if request_id in self._spent:
-            return False
-        self._spent.add(request_id)
-        return True
+    @staticmethod
+    def spend(request_id: str) -> bool:
+        """Mark a deferred call's request as answered: ``False`` when it was already, by any
+        agent of this process (a decision is used once per process; across processes, the
+        store's approvals are). The ids are kept for the process's lifetime."""
+        with _SPENT_LOCK:
+            if request_id in _SPENT:
+                return False
+            _SPENT.add(request_id)
+            return True
 
     def request(
         self, state: CallState, tool: str, args: Mapping[str, Any], asks: Sequence[HookRequest]
@@ -142,7 +149,7 @@ class Approvals:
                 request.policies,
             )  # fmt: skip
 
-        grant = self.grants.take(tool.name, request.digest, identity)
+        grant = self.grants.take(tool.name, request.digest, identity, call=_call_key(state))
         if grant is not None:
             approval = answered("granted", grant.by, grant.how, grant=grant.id)
             phase.event(A.EVENT_APPROVAL, approval_event(approval, A.GUARDRAIL_ALLOW))
@@ -203,7 +210,8 @@ class Approvals:
             return refused(state, phase, A.ERR_INVALID_ARGUMENTS, message)
         grant = self.grants.add(
             tool.name, self.settings.digest(tool.name, edited), identity,
-            by=decision.by, how=decision.how, ttl=self.settings.ttl, arguments=edited,
+            by=decision.by, how=decision.how, ttl=self.settings.ttl, call=_call_key(state),
+            arguments=edited,
         )  # fmt: skip
         edited_call = Allowed(state, tool, edited, True, f"approver:{decision.by}")
         try:
@@ -227,6 +235,13 @@ class Approvals:
         if error_type is not None:
             phase.fail(error_type, reason)
         return outcome._replace(verdict=asked, approval=approval, error_type=error_type)
+
+
+def _call_key(state: CallState) -> str:
+    """This call in flight, as an approval made for it is bound to: its id, and the state it
+    runs in (a model may give two calls one id; an edit's approval is dropped before its call
+    ends, so the state outlives it)."""
+    return f"{state.call.id}\x1f{id(state)}"
 
 
 def approval_event(approval: ApprovalOutcome, action: str) -> dict[str, Any]:

@@ -81,7 +81,16 @@ from .provider import (
     TextChunk,
     ToolCallChunk,
 )
-from .resume import PendingCall, ResumeApprover, ResumeRow, RunState, resume_calls
+from .resume import (
+    PendingCall,
+    ResumeApprover,
+    ResumeRow,
+    RunState,
+    StateError,
+    check_seal,
+    resume_calls,
+    seal_state,
+)
 from .run_span import RunRecorder
 from .scrub import NO_SCRUBBING, Scrubber
 from .tool_span import DEFAULT_TOOL_CONTENT_LENGTH, ToolCallRecorder
@@ -472,6 +481,12 @@ class Agent:
         if self._signal is not None:
             raise AgentStateError("this agent is already running; use steer() or follow_up()")
         state = state if isinstance(state, RunState) else RunState.from_json(state)
+        check_seal(state, self._executor.approvals.settings.key)  # changed, or another key
+        if state.agent != (self.agent_id or self.name):
+            raise StateError(
+                f"a run state of agent {state.agent!r} cannot be resumed by agent "
+                f"{self.agent_id or self.name!r}"
+            )
         rows = resume_calls(state, decisions or {})  # a decision naming no pending call stops here
         self.messages = list(state.messages)
         self._signal = signal or CancelSignal()
@@ -923,10 +938,11 @@ def deferred_state(batch: _Batch, turn: int, messages: Sequence[AgentMessage]) -
     pending = tuple(
         PendingCall(d.request, d.outcome.arguments) for _, d in sorted(batch.deferred.items())
     )
-    return RunState(
+    state = RunState(
         batch.run.run_id, identity.agent, identity.user, turn, tuple(messages),
         MappingProxyType(done), pending, batch.run.usage, span.trace_id, span.span_id,
     )  # fmt: skip
+    return seal_state(state, batch.executor.approvals.settings.key)
 
 
 def _groups(allowed: list[tuple[int, Allowed]]) -> list[list[tuple[int, Allowed]]]:

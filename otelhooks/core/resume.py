@@ -24,14 +24,24 @@ Contracts
   them (needed to check a decision against them); keep it where the conversation is kept.
   An application's own message types (:class:`~otelhooks.core.messages.CustomMessage`) are not
   kept in it.
+* The state is **sealed**: :attr:`RunState.seal` is a keyed digest of its whole JSON form (the
+  conversation, the results, the pending calls with their arguments, requests and argument
+  digests, the run, agent and user), keyed from the agent's approval key
+  (:func:`seal_state`). ``resume()`` refuses a state whose seal its own key does not give
+  (:func:`check_seal`, :class:`StateError`): a state changed after the run deferred (other
+  arguments shown or run, another tool, another user, a result that never ran) is refused
+  before anything runs, and so is one sealed under another ``approval_secret`` (give the same
+  one to every process that resumes a run). Each pending call's decision then answers only a
+  call whose argument digest, computed again now, is the one recorded when it deferred.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
@@ -47,6 +57,7 @@ from .approvals import (
     CallIdentity,
     Deny,
 )
+from .digest import derive_key, keyed_digest
 from .messages import (
     AgentMessage,
     AssistantMessage,
@@ -58,8 +69,8 @@ from .messages import (
     UserMessage,
 )
 
-STATE_VERSION: Final = 1
-"""The version of :meth:`RunState.to_json`'s format."""
+STATE_VERSION: Final = 2
+"""The version of :meth:`RunState.to_json`'s format (2: sealed)."""
 
 
 class StateError(ValueError):
@@ -96,6 +107,7 @@ class RunState:
     trace_id: int = 0
     span_id: int = 0
     version: int = STATE_VERSION
+    seal: str = ""  # see seal_state; "" for a state never sealed, which resume() refuses
 
     @property
     def message(self) -> AssistantMessage:
@@ -125,6 +137,7 @@ class RunState:
             "usage": _usage_json(self.usage),
             "trace_id": f"{self.trace_id:032x}",
             "span_id": f"{self.span_id:016x}",
+            "seal": self.seal,
         }
 
     @classmethod
@@ -152,6 +165,7 @@ class RunState:
                 _usage(raw["usage"]),
                 int(raw["trace_id"], 16),
                 int(raw["span_id"], 16),
+                seal=str(raw["seal"]),
             )
         except StateError:
             raise
@@ -195,7 +209,11 @@ class ResumeApprover:
         self.pending = pending
         self.decision = decision
         tool = pending.request.tool
-        self.digests = {settings.digest(tool, pending.arguments)}
+        # What the decision was asked about: the digest recorded when the call deferred (the
+        # seal vouches for it), and only while the arguments kept still give it.
+        recorded = pending.request.digest
+        agrees = settings.digest(tool, pending.arguments) == recorded
+        self.digests = {recorded} if agrees else set()
         self.used = False
 
     async def __call__(self, request: ApprovalRequest) -> ApprovalDecision:
@@ -234,6 +252,33 @@ def resume_calls(state: RunState, decisions: Mapping[str, ApprovalDecision]) -> 
         else:
             raise StateError(f"call {call.id!r} of the deferred batch neither ran nor waits")
     return rows
+
+
+def _seal_key(key: bytes) -> bytes:
+    return derive_key(key, "run state seal")
+
+
+def _sealed_body(state: RunState) -> dict[str, Any]:
+    body = state.to_json()
+    del body["seal"]
+    return body
+
+
+def seal_state(state: RunState, key: bytes) -> RunState:
+    """``state`` with its seal: a keyed digest of its JSON form, keyed from ``key`` (the
+    executor's approval key, :attr:`~otelhooks.core.approvals.ApprovalSettings.key`)."""
+    return replace(state, seal=keyed_digest(_seal_key(key), _sealed_body(state)))
+
+
+def check_seal(state: RunState, key: bytes) -> None:
+    """Refuse (:class:`StateError`) a state that ``key`` did not seal as it is now."""
+    expected = keyed_digest(_seal_key(key), _sealed_body(state))
+    if not state.seal or not hmac.compare_digest(state.seal, expected):
+        raise StateError(
+            "the run state's seal does not match: it was changed after the run deferred, or it "
+            "was sealed under another approval_secret (give the same one to every process that "
+            "resumes this agent's runs)"
+        )
 
 
 def identity_of(state: RunState) -> CallIdentity:
@@ -413,4 +458,6 @@ __all__ = [
     "ResumeRow",
     "RunState",
     "StateError",
+    "check_seal",
+    "seal_state",
 ]

@@ -3,8 +3,11 @@ hook's) becomes MCP elicitation to the host that made the call, when it declared
 elicitation; otherwise a pending approval in the store, answered by ``otelhooks approvals``,
 bounded by ``[cedar] approval_timeout`` (after which the call is blocked).
 
-The form names the tool and the arguments as redacted; a call whose arguments hold a secret is
-never shown in a form: it goes to the store (where it is listed by its digest). A request goes
+The form names the tool and the arguments as redacted, whole and as they are: a character that
+does not print (a bidirectional override, a zero-width space, a line separator) is shown as its
+escape, so that the text a person reads is the text that runs. A call whose arguments hold a
+secret, or do not fit a form whole (:data:`MAX_SHOWN` characters), is never shown in a form: it
+goes to the store (listed there by its digest, or whole). A request goes
 only to the host session that made the call: each serving path sets :data:`HOST` for the call
 it serves (the SDK server its request's session and id, the stdio relay its own host), so a
 host of a shared upstream set never sees another host's call.
@@ -37,7 +40,8 @@ from ...core.approvals import (
 from .policy import DEFAULT_APPROVAL_TIMEOUT, ProxyPolicy
 
 FORM_FIELD: Final = "approve"
-_MAX_SHOWN: Final = 2000  # characters of the arguments a form shows
+MAX_SHOWN: Final = 2000
+"""Characters of arguments a form shows; a call whose arguments are longer goes to the store."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,14 +91,30 @@ def declares_form(capabilities: Any) -> bool:
     return found.form is not None or found.url is None
 
 
-def form_request(request: ApprovalRequest) -> mcp_types.ElicitRequest:
-    """The form a host is asked to fill: the tool, why, the redacted arguments, a yes/no."""
-    shown = json.dumps(dict(request.arguments), sort_keys=True, ensure_ascii=False)
-    if len(shown) > _MAX_SHOWN:
-        shown = shown[:_MAX_SHOWN] + "…"
+def printable(text: str) -> str:
+    """``text`` with each character that does not print (controls, format characters such as a
+    bidirectional override or a zero-width space, line and paragraph separators) escaped."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else (f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
+        for c in text
+    )
+
+
+def shown_arguments(request: ApprovalRequest) -> str | None:
+    """The arguments as a form shows them (redacted, every character visible); ``None`` when
+    they do not fit a form whole."""
+    shown = printable(json.dumps(dict(request.arguments), sort_keys=True, ensure_ascii=False))
+    return shown if len(shown) <= MAX_SHOWN else None
+
+
+def form_request(request: ApprovalRequest, shown: str) -> mcp_types.ElicitRequest:
+    """The form a host is asked to fill: the tool, why, the arguments as ``shown`` (see
+    :func:`shown_arguments`), a yes/no."""
     message = (
         f"Approve a call of the tool {request.tool!r}?\n"
-        f"Why: {request.reason}\n"
+        f"Why: {printable(request.reason)}\n"
         f"Arguments (redacted): {shown}\n"
         f"Argument digest: {request.digest}"
     )
@@ -127,7 +147,9 @@ class GatewayApprover:
     async def __call__(self, request: ApprovalRequest, /) -> ApprovalDecision:
         host = HOST.get()
         if host is not None and host.form and self.forms and not request.secret:
-            return await self._elicit(host, request)
+            shown = shown_arguments(request)
+            if shown is not None:  # else too long to show whole: the store lists it
+                return await self._elicit(host, request, shown)
         if self.store is None:
             return Deny(by="otelhooks", how="gateway", reason="no host to ask and no store")
         try:
@@ -140,10 +162,12 @@ class GatewayApprover:
                 reason=f"no approval within {self.timeout:g} s",
             )
 
-    async def _elicit(self, host: HostAsk, request: ApprovalRequest) -> ApprovalDecision:
+    async def _elicit(
+        self, host: HostAsk, request: ApprovalRequest, shown: str
+    ) -> ApprovalDecision:
         try:
             async with asyncio.timeout(self.timeout):
-                answer = await host.send(form_request(request), mcp_types.ElicitResult)
+                answer = await host.send(form_request(request, shown), mcp_types.ElicitResult)
         except TimeoutError:
             return Deny(
                 by="otelhooks",
