@@ -387,3 +387,22 @@ def test_a_letter_whose_lower_case_is_longer_moves_no_place(text: str) -> None:
     assert "hunter2" not in redacted_text
     assert "abcdefghijklmnop" not in redacted_text and "a1B2c3D4e5a1B2c3" not in redacted_text
     assert redacted_text.startswith("İ")
+
+
+def test_each_long_token_is_placed_where_a_search_from_the_last_one_finds_it() -> None:
+    # tokens repeated (a copy further on must not take an earlier one's place), separated by
+    # one or several whitespace characters of any kind, or by short tokens
+    rng = random.Random(11)
+    pipeline = Redactor().pipeline
+    longs = ["a" * 16, "a" * 17, "ab" * 9, "x" * 20 + "ab" * 9, "b64+/" * 5]
+    gaps = [" ", "\n", "\r\n", "\u00a0", "\x0b", "\x1c", "\x1f", "\u2003", "  ", " ab ", " aaaa "]
+    for _ in range(1500):
+        text = "".join(rng.choice(longs) + rng.choice(gaps) for _ in range(rng.randint(1, 9)))
+        text = rng.choice(["", " ", "aa "]) + text
+        view = TextView(text, 0, pipeline)
+        cursor, expected = 0, []
+        for token in view.long_tokens:
+            cursor = view.work.find(token, cursor)
+            expected.append(cursor)
+            cursor += len(token)
+        assert [view.token_at(i) for i in range(len(view.long_tokens))] == expected, text

@@ -191,9 +191,17 @@ class TextView:
         """Where each long token starts in :attr:`tokens_lower` (returned) and in :attr:`work`
         (kept), found once."""
         if self._starts is None:
+            work = self.work
             starts, offsets, cursor, joined = [], [], 0, 0
             for token in self.long_tokens:
-                cursor = self.work.find(token, cursor)
+                # the first place from ``cursor`` on that holds it (as ``find`` gives): most
+                # often right there or one whitespace on, which a comparison tells
+                if not work.startswith(token, cursor):
+                    cursor = (
+                        cursor + 1
+                        if work.startswith(token, cursor + 1)
+                        else work.find(token, cursor)
+                    )
                 starts.append(joined)
                 offsets.append(cursor)
                 joined += len(token) + 1
