@@ -406,3 +406,28 @@ def test_each_long_token_is_placed_where_a_search_from_the_last_one_finds_it() -
             expected.append(cursor)
             cursor += len(token)
         assert [view.token_at(i) for i in range(len(view.long_tokens))] == expected, text
+
+
+def test_a_key_around_a_key_word_is_read_as_far_as_a_character_at_a_time_reads_it() -> None:
+    from otelhooks.builtin.secret_keys import key_around
+
+    chars = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-$@")
+
+    def plain(text: str, pos: int) -> tuple[int, int]:
+        start, limit = pos, max(0, pos - 80)
+        while start > limit and text[start - 1] in chars:
+            start -= 1
+        end, stop = pos, min(len(text), pos + 80)
+        while end < stop and text[end] in chars:
+            end += 1
+        return start, end
+
+    rng = random.Random(12)
+    alphabet = "aZ9_.-$@ =:\"'\n\u00a0é+/\uff10"
+    long_runs = 0
+    for _ in range(400):
+        text = "".join(rng.choice(alphabet) * rng.randint(1, 60) for _ in range(rng.randint(1, 8)))
+        for pos in range(len(text) + 1):
+            assert key_around(text, pos) == plain(text, pos), (text, pos)
+            long_runs += pos - plain(text, pos)[0] == 80
+    assert long_runs > 100  # the limit each way is reached too
