@@ -14,7 +14,9 @@ import re
 import pytest
 
 from otelhooks.builtin import Redactor, TextView
+from otelhooks.builtin.redaction import CHUNK
 from otelhooks.builtin.secret_detectors import FormatDetector, b64text
+from otelhooks.builtin.secret_gate import FINDERS_FROM, SegmentGate, WordGate
 from otelhooks.builtin.secret_rules import (
     PATTERNS,
     SecretPattern,
@@ -224,3 +226,208 @@ def test_a_password_mark_after_a_space_that_is_not_a_separator_ends(text: str) -
     # A run read from the last separator may end before the mark (a no-break space, a vertical
     # tab): the search must still move past the mark instead of finding it again forever.
     assert Redactor().redact_text(text)[1] == []
+
+
+# -- the keyword gates: a regex per first letter, segment starts on a marked copy ----------------
+
+# What a text may hold that a gate must read as any other character: line ends, upper case,
+# full-width digits, no-break and other spaces, vertical tab, the separators \x1c-\x1f, letters
+# whose lower case is longer (İ), look-alikes.
+_AWKWARD = "\r\n\t ABZ\u00a0\u2003\x0b\x1c\x1d\x1e\x1f\uff10\uff19é\u0130ѕе_-.:/=+~$"
+
+
+def _gate_texts(seed: int, words: tuple[str, ...], count: int, longest: int = 14) -> list[str]:
+    """Texts of words (whole, cut, in upper case, run together) and awkward characters; a
+    third of them longer than :data:`FINDERS_FROM`, cut anywhere (as a piece of a large text is)."""
+    rng = random.Random(seed)
+    pieces = (*words, *(w[: len(w) // 2] for w in words), *(w[1:] for w in words))
+    pieces += tuple(w.upper() for w in words[:20])
+    alphabet = "ab0x9" + _AWKWARD
+    out = []
+    for number in range(count):
+        parts = []
+        for _ in range(rng.randint(1, longest)):
+            if rng.random() < 0.45:
+                parts.append(rng.choice(pieces))
+            else:
+                parts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))))
+        text = "".join(parts)
+        if number % 3 == 0:  # long enough for the per-letter search, cut at random places
+            while len(text) < FINDERS_FROM + 64:
+                text += text[::-1] + rng.choice(pieces)
+            cut = rng.randint(0, 40)
+            text = text[cut : len(text) - rng.randint(0, 40)]
+        out.append(text)
+    return out
+
+
+def _alternation(words: tuple[str, ...], text: str) -> dict[str, list[int]]:
+    at: dict[str, list[int]] = {}
+    for match in re.finditer(trie_regex(sorted(words)), text):
+        at.setdefault(match.group(), []).append(match.start())
+    return at
+
+
+def _gates() -> list[tuple[str, tuple[str, ...]]]:
+    pipeline = Redactor().pipeline
+    detector = pipeline.detectors[0]
+    assert isinstance(detector, FormatDetector) and pipeline.gate is not None
+    return [
+        ("pipeline", pipeline.gate.words),
+        ("inner", detector._inner_words),
+        ("overlapping", ("aba", "bab", "aa", "abab", "ba")),  # words that run into each other
+        ("one letter", ("a", "b", "xy")),
+    ]
+
+
+@pytest.mark.parametrize(("name", "words"), _gates(), ids=[n for n, _ in _gates()])
+def test_a_word_gate_finds_what_the_alternation_of_its_words_finds(
+    name: str, words: tuple[str, ...]
+) -> None:
+    gate = WordGate(words)
+    found = 0
+    for text in _gate_texts(7, words, 900):
+        for form in (text, text.lower()):
+            expected = _alternation(words, form)
+            assert gate.finder_hits(form) == expected, form
+            assert gate.alternation_hits(form) == expected, form
+            assert gate.hits(form) == expected, form
+            found += bool(expected)
+    assert found > 600
+
+
+def test_the_pipeline_gate_over_a_view_is_the_alternation_over_its_lowered_text() -> None:
+    pipeline = Redactor().pipeline
+    assert pipeline.gate is not None
+    words = pipeline.gate.words
+    for text in _gate_texts(8, words, 300):
+        view = TextView(text, 0, pipeline)
+        assert pipeline.gate_hits(view) == _alternation(words, view.lowered), text
+
+
+def test_segment_starts_on_the_marked_copy_are_those_the_plain_search_finds() -> None:
+    detector = Redactor().pipeline.detectors[0]
+    assert isinstance(detector, FormatDetector) and detector._start_gate is not None
+    words = detector._start_gate.words
+    plain = re.compile(r"[^a-z0-9](?=(" + trie_regex(words) + "))")
+    found = 0
+    for text in _gate_texts(9, words, 900):
+        for form in (" " + text, " " + text.lower()):
+            expected = [(m.start(), m.group(1)) for m in plain.finditer(form)]
+            assert detector._start_gate.starts(form) == expected, form
+            found += bool(expected)
+    assert found > 500
+    # a word becomes another on the marked copy (``ghp_`` and ``ghp-`` both read ``ghp ``):
+    # the place is read again on the text itself
+    gate = SegmentGate(("ghp_", "dp.ct."))
+    assert gate.starts(" ghp- ghp_ dp-ct. dp.ct.") == [(5, "ghp_"), (17, "dp.ct.")]
+
+
+def test_a_word_gate_needs_words() -> None:
+    with pytest.raises(ValueError):
+        WordGate(())
+    with pytest.raises(ValueError):
+        SegmentGate(("",))
+
+
+def _plain_gates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every gate as the plain alternation over the whole text."""
+    monkeypatch.setattr(WordGate, "hits", WordGate.alternation_hits)
+
+    def starts(self: SegmentGate, text: str) -> list[tuple[int, str]]:
+        plain = re.compile(r"[^a-z0-9](?=(" + trie_regex(self.words) + "))")
+        return [(m.start(), m.group(1)) for m in plain.finditer(text)]
+
+    monkeypatch.setattr(SegmentGate, "starts", starts)
+
+
+def test_a_large_text_read_in_pieces_is_redacted_as_with_the_plain_gates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # secrets and keywords over the pieces' cuts, in texts of every awkward character
+    rng = random.Random(10)
+    secrets = [s.text for p in PATTERNS for s in samples_of(p)][::7]
+    words = tuple(Redactor().pipeline.gate.words)  # type: ignore[union-attr]
+    texts = []
+    for seed in range(3):
+        parts = []
+        while sum(map(len, parts)) < 2 * CHUNK + 20_000:
+            roll = rng.random()
+            if roll < 0.02:
+                parts.append(rng.choice(secrets))
+            elif roll < 0.2:
+                parts.append(rng.choice(words) + rng.choice(" =:\"'\r\n"))
+            else:
+                parts.append(
+                    "".join(rng.choice("abcdefXYZ0129+/ \r\n" + _AWKWARD) for _ in range(40))
+                )
+        text = "".join(parts)
+        cut = CHUNK - 30 - seed * 7  # a secret across the first piece's end
+        texts.append(text[:cut] + secrets[seed] + text[cut:])
+    fast = [Redactor().redact_text(t) for t in texts]
+    _plain_gates(monkeypatch)
+    plain = [Redactor().redact_text(t) for t in texts]
+    assert fast == plain
+    assert all(kinds for _, kinds in fast)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "İ" * 40 + " token: abcdefghijklmnopqrstuvwxyz012345",
+        "İİ password=hunter2hunter2xx and İ",
+        "İ" * 3 + " ghp_" + "a1B2c3D4e5" * 4 + " İ",
+    ],
+)
+def test_a_letter_whose_lower_case_is_longer_moves_no_place(text: str) -> None:
+    # ``"İ".lower()`` is two characters: the lower-case text the gates read was longer than
+    # the text, its places were read in the text (an IndexError, or the wrong span replaced)
+    redacted_text, kinds = Redactor().redact_text(text)
+    assert kinds, redacted_text
+    assert "hunter2" not in redacted_text
+    assert "abcdefghijklmnop" not in redacted_text and "a1B2c3D4e5a1B2c3" not in redacted_text
+    assert redacted_text.startswith("İ")
+
+
+def test_each_long_token_is_placed_where_a_search_from_the_last_one_finds_it() -> None:
+    # tokens repeated (a copy further on must not take an earlier one's place), separated by
+    # one or several whitespace characters of any kind, or by short tokens
+    rng = random.Random(11)
+    pipeline = Redactor().pipeline
+    longs = ["a" * 16, "a" * 17, "ab" * 9, "x" * 20 + "ab" * 9, "b64+/" * 5]
+    gaps = [" ", "\n", "\r\n", "\u00a0", "\x0b", "\x1c", "\x1f", "\u2003", "  ", " ab ", " aaaa "]
+    for _ in range(1500):
+        text = "".join(rng.choice(longs) + rng.choice(gaps) for _ in range(rng.randint(1, 9)))
+        text = rng.choice(["", " ", "aa "]) + text
+        view = TextView(text, 0, pipeline)
+        cursor, expected = 0, []
+        for token in view.long_tokens:
+            cursor = view.work.find(token, cursor)
+            expected.append(cursor)
+            cursor += len(token)
+        assert [view.token_at(i) for i in range(len(view.long_tokens))] == expected, text
+
+
+def test_a_key_around_a_key_word_is_read_as_far_as_a_character_at_a_time_reads_it() -> None:
+    from otelhooks.builtin.secret_keys import key_around
+
+    chars = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-$@")
+
+    def plain(text: str, pos: int) -> tuple[int, int]:
+        start, limit = pos, max(0, pos - 80)
+        while start > limit and text[start - 1] in chars:
+            start -= 1
+        end, stop = pos, min(len(text), pos + 80)
+        while end < stop and text[end] in chars:
+            end += 1
+        return start, end
+
+    rng = random.Random(12)
+    alphabet = "aZ9_.-$@ =:\"'\n\u00a0é+/\uff10"
+    long_runs = 0
+    for _ in range(400):
+        text = "".join(rng.choice(alphabet) * rng.randint(1, 60) for _ in range(rng.randint(1, 8)))
+        for pos in range(len(text) + 1):
+            assert key_around(text, pos) == plain(text, pos), (text, pos)
+            long_runs += pos - plain(text, pos)[0] == 80
+    assert long_runs > 100  # the limit each way is reached too

@@ -537,6 +537,9 @@ _CONFUSABLES: Final = {
     **{chr(c): chr(c - 0xFEE0) for c in range(0xFF01, 0xFF5F)},  # fullwidth forms
     "ı": "i",
     "ℓ": "l",
+    # the one letter whose lower case is two characters: folded, a text's lower case keeps the
+    # text's length (a place in one is the same place in the other)
+    "İ": "I",
 }
 _FOLD: Final = str.maketrans(_CONFUSABLES)
 

@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Final, NamedTuple, Protocol
 
 from . import secret_context as near
 from .secret_cache import ScanCache, bounded_put
+from .secret_gate import SegmentGate, WordGate
 from .secret_keys import (
     KEY_WORDS,
     classify,
@@ -190,9 +191,17 @@ class TextView:
         """Where each long token starts in :attr:`tokens_lower` (returned) and in :attr:`work`
         (kept), found once."""
         if self._starts is None:
+            work = self.work
             starts, offsets, cursor, joined = [], [], 0, 0
             for token in self.long_tokens:
-                cursor = self.work.find(token, cursor)
+                # the first place from ``cursor`` on that holds it (as ``find`` gives): most
+                # often right there or one whitespace on, which a comparison tells
+                if not work.startswith(token, cursor):
+                    cursor = (
+                        cursor + 1
+                        if work.startswith(token, cursor + 1)
+                        else work.find(token, cursor)
+                    )
                 starts.append(joined)
                 offsets.append(cursor)
                 joined += len(token) + 1
@@ -348,7 +357,7 @@ class Pipeline:
     def __init__(self, detectors: Sequence[Detector]) -> None:
         self.detectors = tuple(sorted(detectors, key=lambda d: -d.priority))
         gate_words = minimal(k for d in self.detectors for k in d.keywords)
-        self.gate = re.compile(trie_regex(gate_words)) if gate_words else None
+        self.gate = WordGate(gate_words) if gate_words else None
         self._words = tuple(
             frozenset(m for m in gate_words for k in d.keywords if m in k) for d in self.detectors
         )
@@ -386,11 +395,7 @@ class Pipeline:
 
     def gate_hits(self, view: TextView) -> dict[str, list[int]]:
         """Where the gate finds each of its words in ``view.lowered``."""
-        found: dict[str, list[int]] = {}
-        if self.gate is not None:
-            for match in self.gate.finditer(view.lowered):
-                found.setdefault(match.group(), []).append(match.start())
-        return found
+        return self.gate.hits(view.lowered) if self.gate is not None else {}
 
     def hits_of(self, index: int, found: dict[str, list[int]]) -> dict[str, list[int]]:
         """Of ``found``, the hits of the words of ``self.detectors[index]``."""
@@ -477,13 +482,9 @@ class FormatDetector(Detector):
             w for w in starts if not any(o != w and w.startswith(o) for o in starts)
         )
         inner_minimal = minimal(inners)
-        # a segment's start, found as the character before it (a set the regex engine skips
-        # to: a leading lookbehind would be tried at every position)
-        self._start_gate = (
-            re.compile(r"[^a-z0-9](?=(" + trie_regex(start_minimal) + "))")
-            if start_minimal
-            else None
-        )
+        # a segment's start, found as the character before it (a leading lookbehind would be
+        # tried at every position)
+        self._start_gate = SegmentGate(start_minimal) if start_minimal else None
         self._inner_words = tuple(inner_minimal)
         # the inner keywords' characters that are neither letters nor digits (``_live_``,
         # ``hooks.slack.com``): a text without one holds no keyword with it, so its gate leaves
@@ -491,7 +492,7 @@ class FormatDetector(Detector):
         self._inner_marks = "".join(
             sorted({c for w in inner_minimal for c in w if not c.isalnum()})
         )
-        self._inner_gates: dict[str, re.Pattern[str] | None] = {}
+        self._inner_gates: dict[str, WordGate | None] = {}
         by_word: dict[str, list[SecretPattern]] = {}
         for pattern in self.patterns:
             if pattern.in_token and pattern.at_start:
@@ -527,31 +528,26 @@ class FormatDetector(Detector):
         at: dict[str, list[int]] = {}
         if self._start_gate is not None:
             free = 0
-            for match in self._start_gate.finditer(" " + tokens):
-                start = match.start()  # in ``tokens``: the keyword's, one character on
+            for start, word in self._start_gate.starts(" " + tokens):
+                # ``start`` in ``tokens``: the keyword's, one character on
                 if start >= free:
-                    word = match.group(1)
                     at.setdefault(word, []).append(start)
                     free = start + len(word)
         return at
 
     def _inner_hits(self, tokens: str) -> dict[str, list[int]]:
         """Where in ``tokens`` an inner keyword occurs."""
-        at: dict[str, list[int]] = {}
         gate = self._inner_gate("".join(c for c in self._inner_marks if c not in tokens))
-        if gate is not None:
-            for match in gate.finditer(tokens):
-                at.setdefault(match.group(), []).append(match.start())
-        return at
+        return gate.hits(tokens) if gate is not None else {}
 
-    def _inner_gate(self, absent: str) -> re.Pattern[str] | None:
+    def _inner_gate(self, absent: str) -> WordGate | None:
         """The gate over the inner keywords that hold none of the characters ``absent`` (one of
         the subsets of :attr:`_inner_marks`, each built once)."""
         try:
             return self._inner_gates[absent]
         except KeyError:
             words = [w for w in self._inner_words if not any(c in absent for c in w)]
-            gate = re.compile(trie_regex(words)) if words else None
+            gate = WordGate(words) if words else None
             self._inner_gates[absent] = gate
             return gate
 

@@ -602,7 +602,8 @@ def worth_redacting(value: str, tier: int, *, code: bool) -> bool:
 
 # -- finding key/value pairs in text -----------------------------------------------------------
 
-_KEY_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-$@")
+# a key's characters (a string, for str.strip: the run around a key word is stripped off)
+_KEY_CHARS: Final = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-$@"
 _MAX_KEY: Final = 80
 _AFTER_KEY: Final = frozenset("\"'`\\ \t:=,(>?+.!\r\n")  # what may follow a key
 _OPERATOR: Final = re.compile(
@@ -629,6 +630,17 @@ _XML_VALUE: Final = re.compile(r"\s*([^<]*?)\s*</")
 PLACEHOLDER: Final = "[REDACTED:"  # how every replacement starts (redaction.redacted)
 
 
+def key_around(text: str, pos: int) -> tuple[int, int]:
+    """Where the run of key characters (letters, digits, ``_.-$@``) through ``pos`` starts and
+    ends, looked for up to :data:`_MAX_KEY` characters each way from ``pos``."""
+    before = text[max(0, pos - _MAX_KEY) : pos]
+    after = text[pos : pos + _MAX_KEY]
+    return (
+        pos - len(before) + len(before.rstrip(_KEY_CHARS)),
+        pos + len(after) - len(after.lstrip(_KEY_CHARS)),
+    )
+
+
 def key_value_spans(
     text: str, positions: list[int], original: str | None = None
 ) -> Iterator[ValueSpan]:
@@ -638,17 +650,10 @@ def key_value_spans(
     file: ``KEY=MIIE...\\nuks3...``)."""
     seen_keys: set[int] = set()
     for pos in positions:
-        start = pos
-        limit = max(0, pos - _MAX_KEY)
-        while start > limit and text[start - 1] in _KEY_CHARS:
-            start -= 1
+        start, end = key_around(text, pos)
         if start in seen_keys:
             continue
         seen_keys.add(start)
-        end = pos
-        stop = min(len(text), pos + _MAX_KEY)
-        while end < stop and text[end] in _KEY_CHARS:
-            end += 1
         if end < len(text) and text[end] not in _AFTER_KEY:
             continue  # no assignment can follow (``/api/items``)
         raw = text[start:end]
