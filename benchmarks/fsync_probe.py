@@ -7,6 +7,10 @@ moods fall on every method alike:
 * ``fallocate+pwrite+fdatasync``: a preallocated file (unwritten extents) written in place;
 * ``zeroed+pwrite+fdatasync``: a file of written zeros overwritten in place (no size or extent
   change: ``fdatasync`` needs no journal commit);
+* ``O_DSYNC append``: a file opened with ``O_APPEND | O_DSYNC`` (each ``write`` returns once
+  its data, and the size that names it, are durable: no separate call);
+* ``O_DSYNC zeroed pwrite``: a file of written zeros opened with ``O_DSYNC``, overwritten in
+  place;
 * ``append (no sync)``: the write alone.
 
 Then the same ``fsync`` from an event loop, inline and through ``run_in_executor`` (what a group
@@ -45,6 +49,22 @@ def _zeroed(path: str) -> int:
     return fd
 
 
+def _dsync_append(path: str) -> int:
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_DSYNC, 0o600)
+
+
+def _dsync_zeroed(path: str) -> int:
+    fd = _zeroed(path)
+    os.fsync(fd)
+    os.close(fd)
+    return os.open(path, os.O_RDWR | os.O_DSYNC)
+
+
+def _in_place(fd: int, offset: int) -> int:
+    os.pwrite(fd, LINE, offset)
+    return offset + len(LINE)
+
+
 def _append_fsync(fd: int, offset: int) -> int:
     os.write(fd, LINE)
     os.fsync(fd)
@@ -73,6 +93,8 @@ METHODS: list[tuple[str, Callable[[str], int], Write]] = [
     ("append+fdatasync", _append, _append_fdatasync),
     ("fallocate+pwrite+fdatasync", _fallocated, _in_place_fdatasync),
     ("zeroed+pwrite+fdatasync", _zeroed, _in_place_fdatasync),
+    ("O_DSYNC append", _dsync_append, _append_only),
+    ("O_DSYNC zeroed pwrite", _dsync_zeroed, _in_place),
     ("append (no sync)", _append, _append_only),
 ]
 
