@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from otelhooks.builtin import Redactor, redaction
+from otelhooks.builtin import Redactor, redaction, secret_detectors
 
 SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 
@@ -16,7 +16,7 @@ SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 def test_a_clean_name_is_scanned_once(monkeypatch: pytest.MonkeyPatch) -> None:
     redactor = Redactor()
     scans: list[str] = []
-    find = redaction.identifier_findings
+    find = secret_detectors.identifier_findings
 
     def counted(text: str, pipeline: Any) -> Any:
         scans.append(text)
