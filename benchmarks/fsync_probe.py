@@ -13,8 +13,10 @@ moods fall on every method alike:
   place;
 * ``append (no sync)``: the write alone.
 
-Then the same ``fsync`` from an event loop, inline and through ``run_in_executor`` (what a group
-commit's thread hand-off adds). Usage: ``python benchmarks/fsync_probe.py [DIR] [ROUNDS]``.
+Each method's CPU time (the calling thread's, system time included) per line is printed beside
+its wall-clock percentiles. Then the same ``fsync`` from an event loop, inline and through
+``run_in_executor`` (what a thread hand-off adds).
+Usage: ``python benchmarks/fsync_probe.py [DIR] [ROUNDS]``.
 """
 
 from __future__ import annotations
@@ -116,15 +118,17 @@ def methods(folder: str, rounds: int) -> None:
         opened.append(fd)
     offsets = [0] * len(METHODS)
     samples: list[list[float]] = [[] for _ in METHODS]
+    cpu = [0.0] * len(METHODS)
     for round_ in range(rounds):
         order = range(len(METHODS)) if round_ % 2 else reversed(range(len(METHODS)))
         for k in order:
-            started = time.perf_counter()
+            started, used = time.perf_counter(), time.thread_time()
             offsets[k] = METHODS[k][2](opened[k], offsets[k])
             samples[k].append((time.perf_counter() - started) * 1e3)
-    for (name, _, _), fd, taken in zip(METHODS, opened, samples, strict=True):
+            cpu[k] += time.thread_time() - used
+    for (name, _, _), fd, taken, spent in zip(METHODS, opened, samples, cpu, strict=True):
         os.close(fd)
-        print(_summary(name, taken))
+        print(f"{_summary(name, taken)}  cpu {spent / rounds * 1e3:6.3f}")
 
 
 async def handoff(folder: str, rounds: int) -> None:
