@@ -7,10 +7,16 @@ moods fall on every method alike:
 * ``fallocate+pwrite+fdatasync``: a preallocated file (unwritten extents) written in place;
 * ``zeroed+pwrite+fdatasync``: a file of written zeros overwritten in place (no size or extent
   change: ``fdatasync`` needs no journal commit);
+* ``O_DSYNC append``: a file opened with ``O_APPEND | O_DSYNC`` (each ``write`` returns once
+  its data, and the size that names it, are durable: no separate call);
+* ``O_DSYNC zeroed pwrite``: a file of written zeros opened with ``O_DSYNC``, overwritten in
+  place;
 * ``append (no sync)``: the write alone.
 
-Then the same ``fsync`` from an event loop, inline and through ``run_in_executor`` (what a group
-commit's thread hand-off adds). Usage: ``python benchmarks/fsync_probe.py [DIR] [ROUNDS]``.
+Each method's CPU time (the calling thread's, system time included) per line is printed beside
+its wall-clock percentiles. Then the same ``fsync`` from an event loop, inline and through
+``run_in_executor`` (what a thread hand-off adds).
+Usage: ``python benchmarks/fsync_probe.py [DIR] [ROUNDS]``.
 """
 
 from __future__ import annotations
@@ -45,6 +51,22 @@ def _zeroed(path: str) -> int:
     return fd
 
 
+def _dsync_append(path: str) -> int:
+    return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_DSYNC, 0o600)
+
+
+def _dsync_zeroed(path: str) -> int:
+    fd = _zeroed(path)
+    os.fsync(fd)
+    os.close(fd)
+    return os.open(path, os.O_RDWR | os.O_DSYNC)
+
+
+def _in_place(fd: int, offset: int) -> int:
+    os.pwrite(fd, LINE, offset)
+    return offset + len(LINE)
+
+
 def _append_fsync(fd: int, offset: int) -> int:
     os.write(fd, LINE)
     os.fsync(fd)
@@ -73,6 +95,8 @@ METHODS: list[tuple[str, Callable[[str], int], Write]] = [
     ("append+fdatasync", _append, _append_fdatasync),
     ("fallocate+pwrite+fdatasync", _fallocated, _in_place_fdatasync),
     ("zeroed+pwrite+fdatasync", _zeroed, _in_place_fdatasync),
+    ("O_DSYNC append", _dsync_append, _append_only),
+    ("O_DSYNC zeroed pwrite", _dsync_zeroed, _in_place),
     ("append (no sync)", _append, _append_only),
 ]
 
@@ -94,15 +118,17 @@ def methods(folder: str, rounds: int) -> None:
         opened.append(fd)
     offsets = [0] * len(METHODS)
     samples: list[list[float]] = [[] for _ in METHODS]
+    cpu = [0.0] * len(METHODS)
     for round_ in range(rounds):
         order = range(len(METHODS)) if round_ % 2 else reversed(range(len(METHODS)))
         for k in order:
-            started = time.perf_counter()
+            started, used = time.perf_counter(), time.thread_time()
             offsets[k] = METHODS[k][2](opened[k], offsets[k])
             samples[k].append((time.perf_counter() - started) * 1e3)
-    for (name, _, _), fd, taken in zip(METHODS, opened, samples, strict=True):
+            cpu[k] += time.thread_time() - used
+    for (name, _, _), fd, taken, spent in zip(METHODS, opened, samples, cpu, strict=True):
         os.close(fd)
-        print(_summary(name, taken))
+        print(f"{_summary(name, taken)}  cpu {spent / rounds * 1e3:6.3f}")
 
 
 async def handoff(folder: str, rounds: int) -> None:

@@ -331,20 +331,20 @@ class Redactor:
         shape (hex, a UUID, a provider's ``call_...``/``toolu_...``). A call id (``path`` ends
         in one of :data:`CALL_ID_KEYS`) of 8 or more characters without a call id's shape
         (:func:`~otelhooks.builtin.secret_detectors.call_id_shaped`) is replaced whole."""
+        call_id = path.endswith(CALL_ID_KEYS)
+        names = self.cache.clean_names if self.callback is None and not call_id else None
+        if names is not None and text in names:
+            return text, []  # found clean as a name before: the rules depend on the text only
         new_text, kinds = self.redact_text(text, path)
         if not self.enabled:
             return new_text, kinds
-        if (
-            path.endswith(CALL_ID_KEYS)
-            and not kinds
-            and not call_id_shaped(new_text)
-            and "[REDACTED:" not in new_text
-        ):
+        if call_id and not kinds and not call_id_shaped(new_text) and "[REDACTED:" not in new_text:
             return redacted("secret"), ["secret"]
-        if len(new_text) < 16:
-            return new_text, kinds
-        findings = merge(new_text, list(identifier_findings(new_text, self.pipeline)))
-        if not findings:
+        if len(new_text) < 16 or not (
+            findings := merge(new_text, list(identifier_findings(new_text, self.pipeline)))
+        ):
+            if names is not None and not kinds and len(text) <= CLEAN_MAX_LEN:
+                bounded_put(names, text, None)
             return new_text, kinds
         replaced, more = replace_findings(new_text, findings)
         return replaced, kinds + more

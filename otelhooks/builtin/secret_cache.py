@@ -24,16 +24,28 @@ class ScanCache:
     * ``known``: texts the redactor returned or found clean, by identity (the result the hook
       produced, seen again as a span attribute or a log field, is not scanned twice);
     * ``clean``: short texts found clean, by value;
+    * ``clean_names``: identifiers (tool names, not call ids) found clean by
+      :meth:`Redactor.redact_identifier`, by value: a gateway's tool names are a handful, seen on
+      every call;
     * ``key_tiers``: the tier of each key name (:meth:`Redactor.key_tier`);
     * ``key_plans``: what each key name needs (see :meth:`Redactor.key_plan`);
     * ``key_hints`` / ``value_hints``: the evidence a mapping's key or short value gives.
     """
 
-    __slots__ = ("clean", "key_hints", "key_plans", "key_tiers", "known", "value_hints")
+    __slots__ = (
+        "clean",
+        "clean_names",
+        "key_hints",
+        "key_plans",
+        "key_tiers",
+        "known",
+        "value_hints",
+    )
 
     def __init__(self) -> None:
         self.known: dict[int, str] = {}
         self.clean: dict[str, None] = {}
+        self.clean_names: dict[str, None] = {}
         self.key_tiers: dict[str, tuple[int, str] | None] = {}
         self.key_plans: dict[str, int] = {}
         self.key_hints: dict[str, int] = {}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import queue
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -36,17 +37,23 @@ class RecordsError(RuntimeError):
 class GroupCommit:
     """Makes what was written durable before a caller goes on: ``await sync()`` returns once a
     ``flush`` (the audit log's :meth:`~otelhooks.builtin.audit.AuditLog.commit`: an ``fsync``,
-    then the head) that started after the call has finished. ``flush`` runs in a worker thread,
-    one at a time, so that the callers waiting together share one."""
+    then the head) that started after the call has finished, and raises what that ``flush``
+    raised. ``flush`` runs in a thread of its own, one at a time, so that the callers waiting
+    together share one; the thread is started at the first ``sync`` and hands each finished
+    ``flush`` back to the event loop that asked for it (one queue put and one
+    ``call_soon_threadsafe``: no executor, no concurrent future)."""
 
     def __init__(self, flush: Callable[[], None]) -> None:
         self._flush = flush
         self._started = 0
-        self._done = 0
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._running = False
         self._closed = False
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # held by a flush, and by close
+        self._jobs: queue.SimpleQueue[tuple[asyncio.AbstractEventLoop, int] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread: threading.Thread | None = None
 
     async def sync(self) -> None:
         """Return once what was written before the call is durable."""
@@ -62,18 +69,30 @@ class GroupCommit:
     def _next(self, loop: asyncio.AbstractEventLoop) -> None:
         self._running = True
         self._started += 1
-        number = self._started
-        task = loop.run_in_executor(None, self._run)
-        task.add_done_callback(lambda done: self._finished(loop, number, done))
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=self._serve, name="otelhooks-audit-commit", daemon=True
+            )
+            self._thread.start()
+        self._jobs.put((loop, self._started))
 
-    def _run(self) -> None:
-        with self._lock:
-            if not self._closed:
-                self._flush()
+    def _serve(self) -> None:
+        """The commit thread: one ``flush`` per job, its outcome handed back to the loop."""
+        while (job := self._jobs.get()) is not None:
+            loop, number = job
+            failure: BaseException | None = None
+            try:
+                with self._lock:
+                    if not self._closed:
+                        self._flush()
+            except Exception as exc:  # handed to the callers waiting: never answered
+                failure = exc
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                loop.call_soon_threadsafe(self._finished, loop, number, failure)
 
-    def _finished(self, loop: asyncio.AbstractEventLoop, number: int, done: Any) -> None:
-        self._done = number
-        failure = done.exception()
+    def _finished(
+        self, loop: asyncio.AbstractEventLoop, number: int, failure: BaseException | None
+    ) -> None:
         waiting = []
         for need, future in self._waiters:
             if need <= number:
@@ -90,9 +109,10 @@ class GroupCommit:
             self._next(loop)
 
     def close(self) -> None:
-        """Stop flushing (later ``sync`` calls return at once)."""
+        """Stop flushing (later ``sync`` calls return at once) and end the commit thread."""
         with self._lock:
             self._closed = True
+        self._jobs.put(None)
 
 
 def open_audit(
