@@ -84,8 +84,10 @@ json_values = st.recursive(
     | st.floats(allow_nan=False, width=32)
     | st.sampled_from(["x", "y", "a", "bad", "3", "1.5", "true", ""])
     | st.text(max_size=4),
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.sampled_from(["x", "y", "name", "z"]), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["x", "y", "name", "z"]), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 arguments = st.dictionaries(st.sampled_from([*NAMES, "extra"]), json_values, max_size=5)
