@@ -31,7 +31,7 @@ The span tree of one call::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from types import CoroutineType
 from typing import Any, Final, TypeVar, Unpack
 
@@ -248,7 +248,9 @@ class ToolExecutor:
             except BaseException:
                 phase.close()
                 raise
-            if not isinstance(ran, tuple) or state.hooks.after:  # something to wait for
+            if not isinstance(ran, tuple):  # the coroutine that awaits the handler's value
+                return ran
+            if state.hooks.after:
                 return self._finish_later(prepared, ran)
             phase.close()
             phase = trace.after  # no after-hook runs in it
@@ -264,18 +266,30 @@ class ToolExecutor:
     async def _finish_later(
         self,
         allowed: Allowed,
-        ran: tuple[ToolResult, str | None] | Coroutine[Any, Any, tuple[ToolResult, str | None]],
+        ran: tuple[ToolResult, str | None] | None,
+        running: Coroutine[Any, Any, Any] | None = None,
+        timeout: float | None = None,
     ) -> ToolResult:
         """The rest of :meth:`_finish` when something is to be awaited: the handler's value
-        when it is still to come (its run phase is open), then the after phase."""
+        when it is still to come (``running``, within its bound ``timeout``: the one timeout
+        mechanism; its run phase is open), then the after phase. ``ran`` is what the run
+        phase gave when the handler's value was there at once."""
         state = allowed.state
         trace = state.trace
         try:
             try:
-                if not isinstance(ran, tuple):  # the handler's value is still to come
-                    ran = await (_watched(state, ran) if state.watched else ran)
+                if running is not None:  # the handler's value is still to come
+                    limit = deadline(timeout)
+                    try:
+                        with limit:
+                            value = await (_watched(state, running) if state.watched else running)
+                        result = as_result(state.call, value)
+                        ran = (trace.for_model(result) if self._scrubs else result), None
+                    except (Exception, asyncio.CancelledError) as exc:
+                        ran = _run_failed(allowed, trace.run, limit, timeout, exc)
             finally:
                 trace.run.close()
+            assert ran is not None
             result, error_type = ran
             phase = trace.after
             phase.open()
@@ -381,11 +395,11 @@ class ToolExecutor:
 
     def _run(
         self, allowed: Allowed, phase: Phase | NoPhase
-    ) -> tuple[ToolResult, str | None] | Coroutine[Any, Any, tuple[ToolResult, str | None]]:
+    ) -> tuple[ToolResult, str | None] | Coroutine[Any, Any, ToolResult]:
         """Start the handler (``registry.start``) in the ``run`` phase: the result (scrubbed)
         and the error type when it failed, or when the handler's value is still to come, the
-        coroutine that awaits it within its bound and gives them. Whatever the handler raises
-        becomes an error result."""
+        coroutine that awaits it within its bound and finishes the call
+        (:meth:`_finish_later`). Whatever the handler raises becomes an error result."""
         state, tool = allowed.state, allowed.tool
         signal = state.made_signal
         if signal is not None and signal.reason is not None:  # stopped since its before phase
@@ -410,29 +424,11 @@ class ToolExecutor:
                 in_thread,
             )
             if isinstance(value, CoroutineType):  # the value is still to come
-                return self._awaited(allowed, phase, value, timeout)
+                return self._finish_later(allowed, None, value, timeout)
             result = as_result(call, value)
             return (state.trace.for_model(result) if self._scrubs else result), None
         except (Exception, asyncio.CancelledError) as exc:
             return _run_failed(allowed, phase, None, timeout, exc)
-
-    async def _awaited(
-        self,
-        allowed: Allowed,
-        phase: Phase | NoPhase,
-        running: Awaitable[Any],
-        timeout: float | None,
-    ) -> tuple[ToolResult, str | None]:
-        """The handler's value awaited within its bound (the one timeout mechanism)."""
-        state = allowed.state
-        limit = deadline(timeout)
-        try:
-            with limit:
-                value = await running
-            result = as_result(state.call, value)
-            return (state.trace.for_model(result) if self._scrubs else result), None
-        except (Exception, asyncio.CancelledError) as exc:
-            return _run_failed(allowed, phase, limit, timeout, exc)
 
     def _after_verdict(
         self,
