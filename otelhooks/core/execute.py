@@ -370,19 +370,20 @@ class ToolExecutor:
         """The before-hooks: allow (with the arguments as they leave them, approved when a hook
         asked), defer or end. ``edits`` counts the approver's edits of this call so far."""
         tool, args = admitted.tool, admitted.arguments
+        signal = state.signal
         ctx = BeforeToolCallContext(
             state.call,
             readonly_args(args),
             tool.spec,
             state.assistant_message,
             state.context,
-            state.signal,
+            signal,
         )
-        verdict = await run_before_chain(state.hooks.before, ctx, args, tool.validate, state.signal)
+        verdict = await run_before_chain(state.hooks.before, ctx, args, tool.validate, signal)
         self._hooks_ran(state, phase, verdict.runs)
         if isinstance(verdict, Blocked):
             return blocked(state, self.scrubber, phase, verdict)
-        if isinstance(verdict, Interrupted) or state.signal.reason is not None:
+        if isinstance(verdict, Interrupted) or signal.reason is not None:
             return _cancelled(state, phase, None, verdict.args, verdict.rewritten)
         rewritten = verdict.rewritten or admitted.rewritten
         deciding = verdict.deciding_hook or admitted.deciding_hook
@@ -537,17 +538,18 @@ def _after_chain(
     """The after-hooks of a call that ran, to be awaited: each sees the result (as overridden
     so far) and a read-only view of the arguments."""
     state = allowed.state
+    signal = state.signal
     ctx = AfterToolCallContext(
         state.call,
         readonly_args(allowed.arguments),
         allowed.tool.spec,
         state.assistant_message,
         state.context,
-        state.signal,
+        signal,
         result,
         result.is_error,
     )
-    return run_after_chain(state.hooks.after, ctx, state.signal, state.trace.for_model_override)
+    return run_after_chain(state.hooks.after, ctx, signal, state.trace.for_model_override)
 
 
 async def _watched(state: CallState, phases: Coroutine[Any, Any, _T]) -> _T:
