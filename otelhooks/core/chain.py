@@ -27,14 +27,14 @@ import asyncio
 import copy
 import inspect
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from types import MappingProxyType
-from typing import Any, Final, Literal, NamedTuple, TypeAlias
+from types import CoroutineType, MappingProxyType
+from typing import Any, Final, Literal, NamedTuple, NoReturn, TypeAlias
 
 from ..telemetry.attributes import ERR_HOOK_FAILED, ERR_HOOK_TIMEOUT, ERR_INVALID_ARGUMENTS
 from .cancel import CancelSignal, cancelled_by
-from .deadline import deadline
+from .deadline import Deadline, deadline
 from .hooks import (
     FAIL_CLOSED,
     KEEP,
@@ -167,21 +167,41 @@ def readonly_args(args: Mapping[str, Any]) -> Mapping[str, Any]:
 _PLAIN_RESULTS: Final = frozenset({type(None), str, BeforeDecision, AfterOverride})
 
 
-async def call_hook(
+def call_hook(
     hook: RegisteredHook, fn: Callable[[Any], Any], ctx: Any, signal: CancelSignal
 ) -> Any:
-    """Call one hook (sync or async) within its timeout; raise :class:`HookFailure` on a fault.
+    """Call one hook (sync or async) within its timeout: its answer when it has one at once (a
+    sync hook without a timeout that returned something not awaitable), else a coroutine (to
+    be awaited) that gives it; either raises :class:`HookFailure` on a fault.
 
     A sync hook with a timeout runs in a worker thread (:mod:`otelhooks.core.threads`) so that a
     hook that hangs can neither stall the event loop nor hold a thread another hook needs.
     """
+    if hook.timeout is not None:
+        return _bounded_hook(hook, fn, ctx, signal)
+    try:
+        value = fn(ctx)
+    except (Exception, asyncio.CancelledError) as exc:
+        _hook_failed(hook, exc, None, signal)
+    if type(value) not in _PLAIN_RESULTS and inspect.isawaitable(value):
+        return _awaited_hook(hook, value, signal)
+    return value
+
+
+async def _awaited_hook(hook: RegisteredHook, value: Awaitable[Any], signal: CancelSignal) -> Any:
+    """The answer of a hook without a timeout whose call gave an awaitable."""
+    try:
+        return await value
+    except (Exception, asyncio.CancelledError) as exc:
+        _hook_failed(hook, exc, None, signal)
+
+
+async def _bounded_hook(
+    hook: RegisteredHook, fn: Callable[[Any], Any], ctx: Any, signal: CancelSignal
+) -> Any:
+    """The answer of a hook with a timeout (an async one awaited, a sync one in a worker)."""
     bound = None
     try:
-        if hook.timeout is None:
-            value = fn(ctx)
-            if type(value) not in _PLAIN_RESULTS and inspect.isawaitable(value):
-                value = await value
-            return value
         with deadline(hook.timeout) as bound:
             if inspect.iscoroutinefunction(fn):
                 value = await fn(ctx)
@@ -190,7 +210,17 @@ async def call_hook(
                 if inspect.isawaitable(value):
                     value = await value
         return value
-    except TimeoutError as exc:
+    except (Exception, asyncio.CancelledError) as exc:
+        _hook_failed(hook, exc, bound, signal)
+
+
+def _hook_failed(
+    hook: RegisteredHook, exc: BaseException, bound: Deadline | None, signal: CancelSignal
+) -> NoReturn:
+    """Raise what a hook's exception becomes (the one rule for every hook): a
+    :class:`HookFailure` (its timeout expired, it raised, it cancelled itself); a cancellation
+    from outside goes on as it is, one of the call's signal as :class:`_SignalStopped`."""
+    if isinstance(exc, TimeoutError):
         if bound is None or not bound.expired:  # the hook's own TimeoutError
             raise HookFailure(
                 hook.name, ERR_HOOK_FAILED, f"hook {hook.name!r} raised TimeoutError: {exc}", exc
@@ -198,22 +228,18 @@ async def call_hook(
         raise HookFailure(
             hook.name, ERR_HOOK_TIMEOUT, f"hook {hook.name!r} timed out after {hook.timeout}s", exc
         ) from None
-    except asyncio.CancelledError as exc:
+    if isinstance(exc, asyncio.CancelledError):
         source = cancelled_by(signal)
         if source == "outside":
-            raise
+            raise exc
         if source == "signal":
             raise _SignalStopped from None
         raise HookFailure(
             hook.name, ERR_HOOK_FAILED, f"hook {hook.name!r} raised CancelledError", exc
         ) from None
-    except Exception as exc:
-        raise HookFailure(
-            hook.name,
-            ERR_HOOK_FAILED,
-            f"hook {hook.name!r} raised {type(exc).__name__}: {exc}",
-            exc,
-        ) from None
+    raise HookFailure(
+        hook.name, ERR_HOOK_FAILED, f"hook {hook.name!r} raised {type(exc).__name__}: {exc}", exc
+    ) from None
 
 
 def report_hook_failure(call: ToolCall, failure: HookFailure, scrubber: Scrubber) -> None:
@@ -298,7 +324,10 @@ async def run_before_chain(
         rewritten = last_rewrite >= 0
         try:
             assert hook.before is not None
-            answer = _answer(hook, await call_hook(hook, hook.before, ctx, signal), revalidate)
+            value = call_hook(hook, hook.before, ctx, signal)
+            if type(value) is CoroutineType:  # its answer is still to come
+                value = await value
+            answer = _answer(hook, value, revalidate)
         except _SignalStopped:
             return Interrupted(args, rewritten, tuple(runs))
         except HookFailure as failure:
@@ -388,7 +417,9 @@ async def run_after_chain(
             else replace(ctx, result=replace(result, details=copy.deepcopy(details)))
         )
         try:
-            value = await call_hook(hook, hook.after, seen, signal)
+            value = call_hook(hook, hook.after, seen, signal)
+            if type(value) is CoroutineType:  # its answer is still to come
+                value = await value
             if value is None:
                 runs.append(HookRun(hook.name, "keep", _ms_since(start)))
                 continue

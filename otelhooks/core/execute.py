@@ -9,8 +9,8 @@
   value is still to come), runs the after-hooks, and returns the :class:`ToolResult`.
 
 ``execute`` awaits nothing for a phase that has nothing to wait for: the before phase is a
-coroutine only when before-hooks run, the run phase only when the handler's value is still to
-come (an async handler, a worker thread, a generator).
+coroutine only when before-hooks run, the run and after phases only when the handler's value is
+still to come (an async handler, a worker thread, a generator) or after-hooks run.
 
 The registry never learns about hooks or spans; the hooks are the outer decoration; the recorder
 (:mod:`otelhooks.core.tool_span`) turns what happened into spans and metrics, or into nothing
@@ -31,7 +31,7 @@ The span tree of one call::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from types import CoroutineType
 from typing import Any, Final, TypeVar, Unpack
 
@@ -178,7 +178,8 @@ class ToolExecutor:
         prepared = self._admit(self._begin(call, None, None, options))
         if not isinstance(prepared, tuple):  # the before-hooks run
             prepared = await prepared
-        return await self.finish(prepared)
+        finished = self._finish(prepared)
+        return finished if isinstance(finished, ToolResult) else await finished
 
     async def prepare(
         self,
@@ -199,36 +200,8 @@ class ToolExecutor:
     async def finish(self, prepared: Prepared) -> ToolResult:
         """Run the handler and after-hooks of an allowed call, end its span and return its
         result; an ended or deferred call's result as it is."""
-        if not isinstance(prepared, Allowed):
-            return prepared.result
-        state = prepared.state
-        trace = state.trace
-        if trace.ended is not None:  # finished or skipped already
-            return trace.ended.result
-        try:
-            phase = trace.run
-            phase.open()
-            try:
-                ran = self._run(prepared, phase)
-                if not isinstance(ran, tuple):  # the handler's value is still to come
-                    ran = await (_watched(state, ran) if state.watched else ran)
-            finally:
-                phase.close()
-            result, error_type = ran
-            phase = trace.after
-            phase.open()
-            try:
-                if state.hooks.after and error_type != A.ERR_CANCELLED:  # the hooks decide
-                    hooks = _after_chain(prepared, result)
-                    verdict = await (_watched(state, hooks) if state.watched else hooks)
-                    outcome = self._after_verdict(prepared, phase, verdict, error_type)
-                else:
-                    outcome = _ran(prepared, result, error_type, None)
-            finally:
-                phase.close()
-        except BaseException as exc:
-            outcome = self._stopped(state, exc, prepared)
-        return end_outcome(state, outcome).result
+        finished = self._finish(prepared)
+        return finished if isinstance(finished, ToolResult) else await finished
 
     def skip(
         self,
@@ -243,7 +216,7 @@ class ToolExecutor:
     ) -> ToolResult:
         """End a call that will not run (``otelhooks.decision=skip``) with an error result."""
         options: CallOptions = {"context": context, "hooks": hooks, "tools": tools}
-        return self._skipped(self._begin(call, parent, links, options), reason, NO_ARGUMENTS)
+        return _skipped(self._begin(call, parent, links, options), reason, NO_ARGUMENTS)
 
     def skip_prepared(self, prepared: Prepared, reason: str) -> ToolResult:
         """End an allowed call without running it (``otelhooks.decision=skip``): its span keeps
@@ -253,9 +226,85 @@ class ToolExecutor:
             return prepared.result
         if prepared.state.trace.ended is not None:
             return prepared.state.trace.ended.result
-        return self._skipped(prepared.state, reason, prepared.arguments)
+        return _skipped(prepared.state, reason, prepared.arguments)
 
     # -- the three phases ---------------------------------------------------------------------
+
+    def _finish(self, prepared: Prepared) -> ToolResult | Coroutine[Any, Any, ToolResult]:
+        """What :meth:`finish` returns, or when something is still to come (the handler's
+        value, the after-hooks), the coroutine that gives it: the run phase starts the handler
+        at once (:meth:`_run`), and a sync handler's call with no after-hooks ends here."""
+        if not isinstance(prepared, Allowed):
+            return prepared.result
+        state = prepared.state
+        trace = state.trace
+        if trace.ended is not None:  # finished or skipped already
+            return trace.ended.result
+        try:
+            phase = trace.run
+            phase.open()
+            try:
+                ran = self._run(prepared, phase)
+            except BaseException:
+                phase.close()
+                raise
+            if not isinstance(ran, tuple):  # the coroutine that awaits the handler's value
+                return ran
+            if state.hooks.after:
+                return self._finish_later(prepared, ran)
+            phase.close()
+            phase = trace.after  # no after-hook runs in it
+            phase.open()
+            try:
+                outcome = _ran(prepared, ran[0], ran[1], None)
+            finally:
+                phase.close()
+        except BaseException as exc:
+            outcome = _stopped(state, exc, prepared)
+        return end_outcome(state, outcome).result
+
+    async def _finish_later(
+        self,
+        allowed: Allowed,
+        ran: tuple[ToolResult, str | None] | None,
+        running: Coroutine[Any, Any, Any] | None = None,
+        timeout: float | None = None,
+    ) -> ToolResult:
+        """The rest of :meth:`_finish` when something is to be awaited: the handler's value
+        when it is still to come (``running``, within its bound ``timeout``: the one timeout
+        mechanism; its run phase is open), then the after phase. ``ran`` is what the run
+        phase gave when the handler's value was there at once."""
+        state = allowed.state
+        trace = state.trace
+        try:
+            try:
+                if running is not None:  # the handler's value is still to come
+                    limit = deadline(timeout)
+                    try:
+                        with limit:
+                            value = await (_watched(state, running) if state.watched else running)
+                        result = as_result(state.call, value)
+                        ran = (trace.for_model(result) if self._scrubs else result), None
+                    except (Exception, asyncio.CancelledError) as exc:
+                        ran = _run_failed(allowed, trace.run, limit, timeout, exc)
+            finally:
+                trace.run.close()
+            assert ran is not None
+            result, error_type = ran
+            phase = trace.after
+            phase.open()
+            try:
+                if state.hooks.after and error_type != A.ERR_CANCELLED:  # the hooks decide
+                    hooks = _after_chain(allowed, result)
+                    verdict = await (_watched(state, hooks) if state.watched else hooks)
+                    outcome = self._after_verdict(allowed, phase, verdict, error_type)
+                else:
+                    outcome = _ran(allowed, result, error_type, None)
+            finally:
+                phase.close()
+        except BaseException as exc:
+            outcome = _stopped(state, exc, allowed)
+        return end_outcome(state, outcome).result
 
     def _admit(self, state: CallState) -> Prepared | Coroutine[Any, Any, Prepared]:
         """The before phase: what :meth:`prepare` returns, or with before-hooks to run, the
@@ -270,7 +319,7 @@ class ToolExecutor:
             finally:
                 phase.close()
         except BaseException as exc:
-            step = self._stopped(state, exc, None)
+            step = _stopped(state, exc, None)
         return step if isinstance(step, Allowed) else _prepared(state, step)
 
     async def _admit_through_hooks(self, state: CallState) -> Prepared:
@@ -286,7 +335,7 @@ class ToolExecutor:
             finally:
                 phase.close()
         except BaseException as exc:
-            step = self._stopped(state, exc, None)
+            step = _stopped(state, exc, None)
         return _prepared(state, step)
 
     def _admitted(self, state: CallState, phase: Phase | NoPhase) -> Allowed | Outcome:
@@ -310,7 +359,8 @@ class ToolExecutor:
         except InvalidArguments as exc:
             message = f"invalid arguments for tool {tool.name!r}: {exc}"
             return refused(state, phase, A.ERR_INVALID_ARGUMENTS, message)
-        if state.signal.reason is not None and not state.hooks.before:
+        signal = state.made_signal
+        if signal is not None and signal.reason is not None and not state.hooks.before:
             return _cancelled(state, phase, None, args, False)
         return Allowed(state, tool, args, False, None)
 
@@ -320,19 +370,20 @@ class ToolExecutor:
         """The before-hooks: allow (with the arguments as they leave them, approved when a hook
         asked), defer or end. ``edits`` counts the approver's edits of this call so far."""
         tool, args = admitted.tool, admitted.arguments
+        signal = state.signal
         ctx = BeforeToolCallContext(
             state.call,
             readonly_args(args),
             tool.spec,
             state.assistant_message,
             state.context,
-            state.signal,
+            signal,
         )
-        verdict = await run_before_chain(state.hooks.before, ctx, args, tool.validate, state.signal)
+        verdict = await run_before_chain(state.hooks.before, ctx, args, tool.validate, signal)
         self._hooks_ran(state, phase, verdict.runs)
         if isinstance(verdict, Blocked):
             return blocked(state, self.scrubber, phase, verdict)
-        if isinstance(verdict, Interrupted) or state.signal.reason is not None:
+        if isinstance(verdict, Interrupted) or signal.reason is not None:
             return _cancelled(state, phase, None, verdict.args, verdict.rewritten)
         rewritten = verdict.rewritten or admitted.rewritten
         deciding = verdict.deciding_hook or admitted.deciding_hook
@@ -345,13 +396,14 @@ class ToolExecutor:
 
     def _run(
         self, allowed: Allowed, phase: Phase | NoPhase
-    ) -> tuple[ToolResult, str | None] | Coroutine[Any, Any, tuple[ToolResult, str | None]]:
+    ) -> tuple[ToolResult, str | None] | Coroutine[Any, Any, ToolResult]:
         """Start the handler (``registry.start``) in the ``run`` phase: the result (scrubbed)
         and the error type when it failed, or when the handler's value is still to come, the
-        coroutine that awaits it within its bound and gives them. Whatever the handler raises
-        becomes an error result."""
+        coroutine that awaits it within its bound and finishes the call
+        (:meth:`_finish_later`). Whatever the handler raises becomes an error result."""
         state, tool = allowed.state, allowed.tool
-        if state.signal.reason is not None:  # stopped between its before phase and now
+        signal = state.made_signal
+        if signal is not None and signal.reason is not None:  # stopped since its before phase
             return _run_cancelled(allowed, phase)
         call = state.call
         options = state.options
@@ -367,35 +419,17 @@ class ToolExecutor:
                 tool,
                 allowed.arguments,
                 call.id,
-                state.signal,
+                state.signal if tool.context_param else signal,  # made only for a ToolContext
                 phase.reporter(call, options.get("on_update")),
                 state.trace.set_attributes if tool.context_param else None,
                 in_thread,
             )
             if isinstance(value, CoroutineType):  # the value is still to come
-                return self._awaited(allowed, phase, value, timeout)
+                return self._finish_later(allowed, None, value, timeout)
             result = as_result(call, value)
             return (state.trace.for_model(result) if self._scrubs else result), None
         except (Exception, asyncio.CancelledError) as exc:
             return _run_failed(allowed, phase, None, timeout, exc)
-
-    async def _awaited(
-        self,
-        allowed: Allowed,
-        phase: Phase | NoPhase,
-        running: Awaitable[Any],
-        timeout: float | None,
-    ) -> tuple[ToolResult, str | None]:
-        """The handler's value awaited within its bound (the one timeout mechanism)."""
-        state = allowed.state
-        limit = deadline(timeout)
-        try:
-            with limit:
-                value = await running
-            result = as_result(state.call, value)
-            return (state.trace.for_model(result) if self._scrubs else result), None
-        except (Exception, asyncio.CancelledError) as exc:
-            return _run_failed(allowed, phase, limit, timeout, exc)
 
     def _after_verdict(
         self,
@@ -414,39 +448,6 @@ class ToolExecutor:
             phase.fail(error_type, str(verdict.failure))
             return _ran(allowed, state.trace.for_model(verdict.result), error_type, True)
         return _ran(allowed, verdict.result, error_type, verdict.overridden)
-
-    # -- how a call ends ----------------------------------------------------------------------
-
-    def _skipped(self, state: CallState, reason: str, args: Mapping[str, Any]) -> ToolResult:
-        result = state.trace.for_model(error_result(state.call, reason))
-        return end_call(state, Outcome(result, A.DECISION_SKIP, arguments=args)).result
-
-    def _stopped(self, state: CallState, exc: BaseException, allowed: Allowed | None) -> Outcome:
-        """What stops a phase from outside the code it runs, said once: a cancellation from
-        outside is recorded and goes on; one of the call's signal ends it as cancelled; any
-        other exception is the runtime's own fault (an error result naming its type only), and
-        ``KeyboardInterrupt`` or ``SystemExit`` go on after it was recorded."""
-        decision: Decision | None = A.DECISION_ALLOW if allowed is not None else None
-        args = allowed.arguments if allowed is not None else NO_ARGUMENTS
-        rewritten = allowed is not None and allowed.rewritten
-        if isinstance(exc, asyncio.CancelledError):
-            source = cancelled_by(state.signal)
-            if source == "signal":
-                return _cancelled(state, _NO_PHASE, decision, args, rewritten)
-            if source == "outside":
-                result = error_result(state.call, "error: cancelled")
-                cancelled = Outcome(result, decision, A.ERR_CANCELLED, None, None, rewritten, args)
-                end_call(state, cancelled)
-                raise exc
-        result = error_result(
-            state.call, f"error: the tool call failed inside otelhooks ({type(exc).__name__})"
-        )
-        failed = type(exc).__qualname__
-        outcome = Outcome(result, decision, failed, None, None, rewritten, args, failure=exc)
-        if not isinstance(exc, Exception):
-            end_call(state, outcome)
-            raise exc
-        return outcome
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -497,23 +498,58 @@ class ToolExecutor:
         phase.hooks(runs)
 
 
+def _skipped(state: CallState, reason: str, args: Mapping[str, Any]) -> ToolResult:
+    """End the call without running it (``decision=skip``): an error result with ``reason``."""
+    result = state.trace.for_model(error_result(state.call, reason))
+    return end_call(state, Outcome(result, A.DECISION_SKIP, arguments=args)).result
+
+
+def _stopped(state: CallState, exc: BaseException, allowed: Allowed | None) -> Outcome:
+    """What stops a phase from outside the code it runs, said once: a cancellation from
+    outside is recorded and goes on; one of the call's signal ends it as cancelled; any
+    other exception is the runtime's own fault (an error result naming its type only), and
+    ``KeyboardInterrupt`` or ``SystemExit`` go on after it was recorded."""
+    decision: Decision | None = A.DECISION_ALLOW if allowed is not None else None
+    args = allowed.arguments if allowed is not None else NO_ARGUMENTS
+    rewritten = allowed is not None and allowed.rewritten
+    if isinstance(exc, asyncio.CancelledError):
+        source = cancelled_by(state.signal)
+        if source == "signal":
+            return _cancelled(state, _NO_PHASE, decision, args, rewritten)
+        if source == "outside":
+            result = error_result(state.call, "error: cancelled")
+            cancelled = Outcome(result, decision, A.ERR_CANCELLED, None, None, rewritten, args)
+            end_call(state, cancelled)
+            raise exc
+    result = error_result(
+        state.call, f"error: the tool call failed inside otelhooks ({type(exc).__name__})"
+    )
+    failed = type(exc).__qualname__
+    outcome = Outcome(result, decision, failed, None, None, rewritten, args, failure=exc)
+    if not isinstance(exc, Exception):
+        end_call(state, outcome)
+        raise exc
+    return outcome
+
+
 def _after_chain(
     allowed: Allowed, result: ToolResult
 ) -> Coroutine[Any, Any, AfterVerdict | Interrupted]:
     """The after-hooks of a call that ran, to be awaited: each sees the result (as overridden
     so far) and a read-only view of the arguments."""
     state = allowed.state
+    signal = state.signal
     ctx = AfterToolCallContext(
         state.call,
         readonly_args(allowed.arguments),
         allowed.tool.spec,
         state.assistant_message,
         state.context,
-        state.signal,
+        signal,
         result,
         result.is_error,
     )
-    return run_after_chain(state.hooks.after, ctx, state.signal, state.trace.for_model_override)
+    return run_after_chain(state.hooks.after, ctx, signal, state.trace.for_model_override)
 
 
 async def _watched(state: CallState, phases: Coroutine[Any, Any, _T]) -> _T:

@@ -85,16 +85,20 @@ class CallOptions(TypedDict, total=False):
 class CallState:
     """What one call runs with, fixed when it starts (nothing changes it afterwards): the call,
     its tool (``None`` when unknown) and its plan, the hooks of each phase, its trace, the run's
-    signal, the tools it was resolved in and the caller's options (read where they matter)."""
+    signal, the tools it was resolved in and the caller's options (read where they matter).
+
+    The signal is the caller's; without one, a signal of the call's own is made when something
+    first asks for it (:attr:`signal`: a hook's context, a tool's :class:`ToolContext`), and
+    until then nothing can have cancelled the call (:attr:`made_signal` is ``None``)."""
 
     __slots__ = (
         "assistant_message",
         "call",
         "context",
         "hooks",
+        "made_signal",
         "options",
         "plan",
-        "signal",
         "tool",
         "tools",
         "trace",
@@ -120,13 +124,24 @@ class CallState:
         self.trace = trace
         self.watched = signal is not None
         """A caller's signal: cancelling it cancels the call's task."""
-        self.signal = signal if signal is not None else CancelSignal()
+        self.made_signal = signal
+        """The call's signal once there is one (the caller's, or the call's own once asked
+        for); ``None``: nobody can have cancelled the call."""
         self.tools = tools
         self.options = options
         self.context: AgentContext = options.get("context") or _EMPTY_CONTEXT
         """The run's snapshot (hooks see it)."""
         self.assistant_message: AssistantMessage | None = options.get("assistant_message")
         """The message that asked for the call (hooks see it)."""
+
+    @property
+    def signal(self) -> CancelSignal:
+        """The call's signal: the caller's, else the call's own (made now when it is first
+        asked for; the same object from then on)."""
+        signal = self.made_signal
+        if signal is None:
+            signal = self.made_signal = CancelSignal()
+        return signal
 
     @property
     def on_update(self) -> UpdateCallback | None:

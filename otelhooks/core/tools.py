@@ -29,6 +29,7 @@ from typing import (
 )
 
 import pydantic
+import pydantic_core
 
 from ..telemetry.content import cap_text
 from .cancel import CancelSignal
@@ -144,15 +145,15 @@ class Tool:
     context_param: str | None = field(default=None, repr=False)
     _model: type[pydantic.BaseModel] | None = field(default=None, repr=False)
     _validator: jsonschema.protocols.Validator | None = field(default=None, repr=False)
-    _validate_model: Callable[[Any], pydantic.BaseModel] | None = field(
+    _validate_fields: Callable[[Any], dict[str, Any]] | None = field(
         init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.handler))
         model = self._model
-        check = None if model is None else model.__pydantic_validator__.validate_python
-        object.__setattr__(self, "_validate_model", check)
+        check = None if model is None else fields_validator(model)
+        object.__setattr__(self, "_validate_fields", check)
         object.__setattr__(self, "spec", ToolSpec(self.name, self.description, self.parameters))
         if self.execution not in ("parallel", "sequential"):
             raise ValueError(
@@ -163,13 +164,12 @@ class Tool:
     def validate(self, arguments: Mapping[str, Any] | str) -> dict[str, Any]:
         """The validated arguments; :class:`InvalidArguments` says what is wrong."""
         args = decode_arguments(arguments)
-        check = self._validate_model
+        check = self._validate_fields
         if check is not None:
             try:
-                model = check(args)
+                return check(args)  # a fresh dict of field values
             except pydantic.ValidationError as exc:
                 raise InvalidArguments(_pydantic_message(exc)) from None
-            return model.__dict__  # a fresh dict of field values
         if self._validator is not None:
             errors = sorted(self._validator.iter_errors(args), key=lambda e: list(e.path))
             if errors:
@@ -187,18 +187,43 @@ class Tool:
         self,
         args: Mapping[str, Any],
         tool_call_id: str,
-        signal: CancelSignal,
+        signal: CancelSignal | None,
         on_progress: ProgressCallback | None = None,
         on_attributes: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> Any:
-        """Call the handler with validated arguments; returns its value (an awaitable if async)."""
+        """Call the handler with validated arguments; returns its value (an awaitable if async).
+        ``signal`` is the call's (``None``: the call has none, and a handler that takes a
+        :class:`ToolContext` gets a new one)."""
         if self.context_param is None:
             return self.handler(**args)
         kwargs = dict(args)
         kwargs[self.context_param] = ToolContext(
-            tool_call_id, self.name, signal, on_progress, on_attributes
+            tool_call_id,
+            self.name,
+            signal if signal is not None else CancelSignal(),
+            on_progress,
+            on_attributes,
         )
         return self.handler(**kwargs)
+
+
+def fields_validator(model: type[pydantic.BaseModel]) -> Callable[[Any], dict[str, Any]]:
+    """What validates arguments as ``model`` does and gives the field values an instance's
+    ``__dict__`` would hold (a fresh dict), or raises the same ``pydantic.ValidationError``.
+
+    A model's core schema is a ``model`` schema around a ``model-fields`` one, which does all of
+    the validation and gives the field values; validated with the model's config, that inner
+    schema makes no instance. A model whose schema is not that shape (a root model, an
+    ``__init__``, a ``model_post_init`` or a validator of its own) is validated through the
+    model."""
+    schema: Any = model.__pydantic_core_schema__
+    inner = schema.get("schema") if schema.get("type") == "model" else None
+    plain = not any(schema.get(key) for key in ("custom_init", "root_model", "post_init"))
+    if plain and inner is not None and inner.get("type") == "model-fields":
+        validate_fields = pydantic_core.SchemaValidator(inner, schema.get("config")).validate_python
+        return lambda args: validate_fields(args)[0]
+    validate_model = model.__pydantic_validator__.validate_python
+    return lambda args: validate_model(args).__dict__
 
 
 _PLAIN = frozenset({str, int, float, bool, dict, list, tuple, type(None)})
@@ -474,12 +499,13 @@ class ToolSet:
         tool: Tool,
         args: Mapping[str, Any],
         tool_call_id: str,
-        signal: CancelSignal,
+        signal: CancelSignal | None,
         on_progress: ProgressCallback | None = None,
         on_attributes: Callable[[Mapping[str, Any]], None] | None = None,
         in_thread: bool = False,
     ) -> Any:
-        """Start the handler: its value when it has one at once (a sync handler run inline that
+        """Start the handler (``signal``: the call's, ``None`` when it has none; see
+        :meth:`Tool.call`): its value when it has one at once (a sync handler run inline that
         returned something that is neither awaitable nor a generator; never a coroutine), else
         a coroutine that gives the value (:meth:`run`'s): an async handler's, a handler's in a
         worker thread (``in_thread``), a generator's items collected into a list (each reported
@@ -514,7 +540,7 @@ class ToolSet:
         args: Mapping[str, Any],
         *,
         tool_call_id: str,
-        signal: CancelSignal,
+        signal: CancelSignal | None,
         on_progress: ProgressCallback | None = None,
         on_attributes: Callable[[Mapping[str, Any]], None] | None = None,
         in_thread: bool = False,
