@@ -250,12 +250,7 @@ def context_reads(node: Any) -> set[tuple[str, ...]]:
             if base is not None:
                 found.add((*base, *value.attrs))
                 continue
-        if isinstance(value, Mapping):
-            stack.extend(value.values())
-        elif isinstance(value, tuple):
-            stack.extend(value)
-        elif hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
-            stack.extend(getattr(value, f) for f in value.__dataclass_fields__)
+        stack.extend(_children(value))
     return found
 
 
@@ -269,12 +264,7 @@ def has_tests(node: Any) -> set[tuple[str, ...]]:
         value = stack.pop()
         if isinstance(value, pst.HasAttr):
             found.add((*(_var_path(value.base) or ("",)), *value.attrs))
-        if isinstance(value, Mapping):
-            stack.extend(value.values())
-        elif isinstance(value, tuple):
-            stack.extend(value)
-        elif hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
-            stack.extend(getattr(value, f) for f in value.__dataclass_fields__)
+        stack.extend(_children(value))
     return found
 
 
@@ -289,13 +279,19 @@ def _var_path(value: Any) -> tuple[str, ...] | None:
 
 
 def _context_path(value: Any) -> tuple[str, ...] | None:
-    attrs: list[str] = []
-    while isinstance(value, pst.GetAttr):
-        attrs.append(value.attr)
-        value = value.base
-    if isinstance(value, pst.Var) and value.name == "context":
-        return tuple(reversed(attrs))
-    return None
+    path = _var_path(value)
+    return path[1:] if path is not None and path[0] == "context" else None
+
+
+def _children(value: Any) -> list[Any]:
+    """The parts of a parsed expression a walk goes on into."""
+    if isinstance(value, Mapping):
+        return list(value.values())
+    if isinstance(value, tuple):
+        return list(value)
+    if hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
+        return [getattr(value, f) for f in value.__dataclass_fields__]
+    return []
 
 
 # -- validation against the schema -----------------------------------------------------------------
