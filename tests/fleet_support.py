@@ -170,6 +170,21 @@ def store_report(fleet: Fleet, load: Load) -> dict[str, dict[str, int]]:
     return report
 
 
+def partial_traces(fleet: Fleet, load: Load) -> dict[str, dict[str, Any]]:
+    """Per trace the store holds only some spans of: its kind, the spans the agent ended, and
+    the name, span ID and parent of each span stored (to tell where the others stopped)."""
+    found: dict[str, dict[str, Any]] = {}
+    for trace_id, info in load.traces.items():
+        spans = stored_spans(fleet, trace_id)
+        if spans and len({s["spanID"] for s in spans}) != info["spans"]:
+            stored = [
+                (s["operationName"], s["spanID"], [r["spanID"] for r in s.get("references", [])])
+                for s in spans
+            ]
+            found[trace_id] = {"kind": info["kind"], "ended": info["spans"], "stored": stored}
+    return found
+
+
 def wait_for_keep_traces(fleet: Fleet, load: Load, timeout: float = 180.0) -> dict[str, Any]:
     """Wait until every trace that sampling must keep (blocked, failing) is complete in the
     store, or ``timeout``; returns the last store report."""
