@@ -22,7 +22,7 @@ import pytest
 from otelhooks.cli.fleet import endpoints, start_fleet
 from otelhooks.cli.fleet.engines import FleetError, find_engines
 from otelhooks.cli.fleet.supervisor import Fleet
-from otelhooks.cli.fleet.topology import Shape, port_names
+from otelhooks.cli.fleet.topology import GROUP, Shape, port_names
 
 from .jaeger_support import free_ports
 
@@ -43,9 +43,46 @@ def require_fleet() -> None:
 
 
 def start_test_fleet(run: Path, shape: Shape) -> Fleet:
+    """A fleet of ``shape`` whose ingesters' consumer group has settled (see
+    :func:`wait_for_group`)."""
     names = port_names(shape)
     overrides = dict(zip(names, free_ports(len(names)), strict=True))
-    return start_fleet(run, shape, 0, overrides, install=False)
+    fleet = start_fleet(run, shape, 0, overrides, install=False)
+    try:
+        wait_for_group(fleet)
+    except BaseException:
+        fleet.down()
+        raise
+    return fleet
+
+
+def group_partitions(fleet: Fleet) -> list[int]:
+    """The partitions each member of the ingesters' consumer group holds, as Kafka describes
+    the group ([] while it has no member; a member holds none while the group rebalances)."""
+    engines = find_engines()
+    argv = [str(engines.java), "-cp", f"{engines.kafka_lib}/*"]
+    argv += ["org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--describe"]
+    argv += ["--bootstrap-server", f"127.0.0.1:{fleet.components['kafka'].tcp_port}"]
+    argv += ["--group", GROUP, "--members"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    return [int(line.split()[-1]) for line in done.stdout.splitlines() if line.startswith(GROUP)]
+
+
+def wait_for_group(fleet: Fleet, timeout: float = 180.0) -> None:
+    """Wait until every ingester holds some of the topic's partitions and all of them are
+    held. The ingesters answer their health checks before the group has settled, and a partition
+    that moves while a trace waits for its sampling decision splits the trace between two tail
+    samplers, which may keep it in part (docs/scaling-out.md): a test that counts whole traces
+    must not send into that rebalance."""
+    ingesters = sum(1 for name in fleet.components if name.startswith("ingester-"))
+    deadline = time.monotonic() + timeout
+    while True:
+        held = group_partitions(fleet)
+        if len(held) == ingesters and all(held) and sum(held) == fleet.partitions:
+            return
+        if time.monotonic() > deadline:
+            raise FleetError(f"the consumer group did not settle in {timeout:.0f} s: {held}")
+        time.sleep(1)
 
 
 def metric(fleet: Fleet, names: Iterable[str], metric_name: str, **labels: str) -> float:
@@ -168,6 +205,21 @@ def store_report(fleet: Fleet, load: Load) -> dict[str, dict[str, int]]:
         row = report.setdefault(info["kind"], {})
         row[state] = row.get(state, 0) + 1
     return report
+
+
+def partial_traces(fleet: Fleet, load: Load) -> dict[str, dict[str, Any]]:
+    """Per trace the store holds only some spans of: its kind, the spans the agent ended, and
+    the name, span ID and parent of each span stored (to tell where the others stopped)."""
+    found: dict[str, dict[str, Any]] = {}
+    for trace_id, info in load.traces.items():
+        spans = stored_spans(fleet, trace_id)
+        if spans and len({s["spanID"] for s in spans}) != info["spans"]:
+            stored = [
+                (s["operationName"], s["spanID"], [r["spanID"] for r in s.get("references", [])])
+                for s in spans
+            ]
+            found[trace_id] = {"kind": info["kind"], "ended": info["spans"], "stored": stored}
+    return found
 
 
 def wait_for_keep_traces(fleet: Fleet, load: Load, timeout: float = 180.0) -> dict[str, Any]:
