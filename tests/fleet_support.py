@@ -247,14 +247,19 @@ def lost(fleet: Fleet, load: Load, kinds: tuple[str, ...] = ("blocked", "failing
             held = {s["spanID"] for s in stored_spans(fleet, trace_id)}
             result.sent += info["spans"]
             result.spans += info["spans"] - len(held)
-            result.traces += len(held) < info["spans"]
+            if len(held) < info["spans"]:
+                result.traces += 1
+                result.ends[trace_id] = float(info["end"])
     return result
 
 
 @dataclass
 class Lost:
-    """Spans sent, spans lost, traces with a span lost."""
+    """Spans sent, spans lost, traces with a span lost (and when each one's root span ended,
+    Unix s)."""
 
     sent: int = 0
     spans: int = 0
     traces: int = 0
+    ends: dict[str, float] = field(default_factory=dict)
+    window: tuple[float, float] = (0.0, 0.0)  # the fault's span, Unix s (set by the test)

@@ -26,11 +26,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from otelhooks.integrations.mcp.policy import parse_policy
 from otelhooks.integrations.mcp.proxy import MCPProxy
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from .jaeger_support import free_port
 
 
 @dataclass

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from otelhooks.cli import ports
 from otelhooks.cli.cache import cached
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,17 +53,24 @@ def require_jaeger() -> Path:
     return binary
 
 
+def worker_ports() -> tuple[int, int]:
+    """This test process's share of the ports :mod:`otelhooks.cli.ports` draws from: with
+    pytest-xdist, each worker its own slice, so two workers never pick the same port."""
+    first, end = ports.LOWEST, ports.ephemeral_start()
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    index = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    size = (end - first) // max(count, 1)
+    return first + index * size, first + (index + 1) * size
+
+
 def free_ports(n: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """``n`` distinct free loopback ports from this worker's slice, outside the kernel's
+    ephemeral range (an outgoing connection cannot take one before the server binds it)."""
+    return ports.free_ports(n, worker_ports())
+
+
+def free_port() -> int:
+    return free_ports(1)[0]
 
 
 def http_get(url: str, timeout: float = 5.0) -> bytes:

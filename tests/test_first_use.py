@@ -30,6 +30,8 @@ from otelhooks.builtin import ToolDenyList
 from otelhooks.cli import install_hint
 from otelhooks.telemetry.testing import InMemoryTracing, in_memory_tracing
 
+from .jaeger_support import free_port
+
 
 class Opaque:
     """A type pydantic has no JSON Schema for."""
@@ -283,8 +285,6 @@ def test_sigterm_while_the_viewer_starts_stops_it(tmp_path: Path) -> None:
     import signal
     import time
 
-    from otelhooks.cli import ui
-
     pid_file = tmp_path / "viewer.pid"
     slow = tmp_path / "phoenix"
     slow.write_text(
@@ -299,7 +299,7 @@ def test_sigterm_while_the_viewer_starts_stops_it(tmp_path: Path) -> None:
             "otelhooks",
             "ui",
             "--port",
-            str(ui.free_port()),
+            str(free_port()),
             "--data",
             str(tmp_path / "data"),
             "--phoenix",

@@ -22,6 +22,7 @@ import pytest
 from otelhooks.cli import main, ui
 from otelhooks.cli.demo_cases import BLOCK_REASON, FAKE_API_KEY
 
+from .jaeger_support import free_port
 from .ui_support import ROOT, get_json, require_browser, require_phoenix, wait_for_spans
 
 DOC_IMAGES = ROOT / "docs" / "images"
@@ -76,7 +77,7 @@ def listens_on_loopback_only(port: int) -> bool:
 def viewer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ui.Viewer]:
     """A real Phoenix on a free loopback port, with the demo's four cases sent to it by
     ``otelhooks demo --ui``, for this module."""
-    started = ui.start(require_phoenix(), ui.free_port(), tmp_path_factory.mktemp("phoenix"))
+    started = ui.start(require_phoenix(), free_port(), tmp_path_factory.mktemp("phoenix"))
     try:
         yield started
     finally:
@@ -202,7 +203,7 @@ def test_a_person_sees_the_result_redacted_and_never_the_secret(
 @pytest.mark.ui
 def test_ui_serves_on_loopback_until_ctrl_c(tmp_path: Path) -> None:
     phoenix = require_phoenix()
-    port = ui.free_port()
+    port = free_port()
     process = otelhooks(
         "ui", "--port", str(port), "--data", str(tmp_path), "--phoenix", str(phoenix)
     )
@@ -228,7 +229,7 @@ def test_ui_serves_on_loopback_until_ctrl_c(tmp_path: Path) -> None:
 
 @pytest.mark.ui
 def test_demo_ui_starts_a_viewer_and_keeps_it_for_a_look(tmp_path: Path) -> None:
-    port = ui.free_port()
+    port = free_port()
     process = otelhooks(
         "demo",
         "--ui",
@@ -270,7 +271,7 @@ def test_ui_without_phoenix_says_how_to_install_it(
     monkeypatch.delenv(ui.ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
-    assert main(["ui", "--port", str(ui.free_port())]) == 2
+    assert main(["ui", "--port", str(free_port())]) == 2
     err = capsys.readouterr().err
     assert "otelhooks ui --install" in err
     assert ui.PHOENIX_VERSION in err
@@ -291,7 +292,7 @@ def test_a_viewer_that_exits_at_once_is_reported(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code = main(
-        ["ui", "--port", str(ui.free_port()), "--data", str(tmp_path), "--phoenix", "/bin/false"]
+        ["ui", "--port", str(free_port()), "--data", str(tmp_path), "--phoenix", "/bin/false"]
     )
     assert code == 2
     assert "Phoenix exited (1)" in capsys.readouterr().err

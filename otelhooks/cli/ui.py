@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .cache import cache_home
+from .ports import free_port
 
 PHOENIX_VERSION = "20.26.1"
 DEFAULT_PORT = 6006
@@ -115,12 +116,6 @@ def port_free(port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def answering(url: str) -> bool:
