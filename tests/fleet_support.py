@@ -22,7 +22,7 @@ import pytest
 from otelhooks.cli.fleet import endpoints, start_fleet
 from otelhooks.cli.fleet.engines import FleetError, find_engines
 from otelhooks.cli.fleet.supervisor import Fleet
-from otelhooks.cli.fleet.topology import GROUP, Shape, port_names
+from otelhooks.cli.fleet.topology import Shape, port_names
 
 from .jaeger_support import free_ports
 
@@ -43,46 +43,10 @@ def require_fleet() -> None:
 
 
 def start_test_fleet(run: Path, shape: Shape) -> Fleet:
-    """A fleet of ``shape`` whose ingesters' consumer group has settled (see
-    :func:`wait_for_group`)."""
+    """A fleet of ``shape`` on free ports, handed out once its consumer group has settled."""
     names = port_names(shape)
     overrides = dict(zip(names, free_ports(len(names)), strict=True))
-    fleet = start_fleet(run, shape, 0, overrides, install=False)
-    try:
-        wait_for_group(fleet)
-    except BaseException:
-        fleet.down()
-        raise
-    return fleet
-
-
-def group_partitions(fleet: Fleet) -> list[int]:
-    """The partitions each member of the ingesters' consumer group holds, as Kafka describes
-    the group ([] while it has no member; a member holds none while the group rebalances)."""
-    engines = find_engines()
-    argv = [str(engines.java), "-cp", f"{engines.kafka_lib}/*"]
-    argv += ["org.apache.kafka.tools.consumer.group.ConsumerGroupCommand", "--describe"]
-    argv += ["--bootstrap-server", f"127.0.0.1:{fleet.components['kafka'].tcp_port}"]
-    argv += ["--group", GROUP, "--members"]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-    return [int(line.split()[-1]) for line in done.stdout.splitlines() if line.startswith(GROUP)]
-
-
-def wait_for_group(fleet: Fleet, timeout: float = 180.0) -> None:
-    """Wait until every ingester holds some of the topic's partitions and all of them are
-    held. The ingesters answer their health checks before the group has settled, and a partition
-    that moves while a trace waits for its sampling decision splits the trace between two tail
-    samplers, which may keep it in part (docs/scaling-out.md): a test that counts whole traces
-    must not send into that rebalance."""
-    ingesters = sum(1 for name in fleet.components if name.startswith("ingester-"))
-    deadline = time.monotonic() + timeout
-    while True:
-        held = group_partitions(fleet)
-        if len(held) == ingesters and all(held) and sum(held) == fleet.partitions:
-            return
-        if time.monotonic() > deadline:
-            raise FleetError(f"the consumer group did not settle in {timeout:.0f} s: {held}")
-        time.sleep(1)
+    return start_fleet(run, shape, 0, overrides, install=False)
 
 
 def metric(fleet: Fleet, names: Iterable[str], metric_name: str, **labels: str) -> float:

@@ -23,6 +23,7 @@ from .engines import Engines, FleetError
 from .topology import GROUP, HOST, KEYSPACE, TOPIC, Component, Shape, kafka_cluster_id
 
 STATE_FILE = "fleet.json"
+GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 
 
 def default_run_dir() -> Path:
@@ -255,6 +256,7 @@ class Fleet:
                 self.start(name)
             with ThreadPoolExecutor(len(rest)) as pool:
                 list(pool.map(self.wait_healthy, rest))
+            self.wait_for_group(engines)
         except BaseException:
             self.down()
             raise
@@ -302,6 +304,42 @@ class Fleet:
         if done.returncode != 0:
             raise FleetError(f"kafka: {main} {args[0]} failed; its log: {log} ({_tail(log)})")
         return done.stdout.decode(errors="replace")
+
+    def group_partitions(self, engines: Engines) -> list[int]:
+        """How many partitions each member of the ingesters' consumer group holds, as Kafka
+        describes the group ([] while it has no member; a member holds none while the group
+        rebalances)."""
+        broker = f"{HOST}:{self.components['kafka'].tcp_port}"
+        argv = [str(engines.java), "-cp", f"{engines.kafka_lib}/*", GROUP_COMMAND, "--describe"]
+        done = subprocess.run(
+            [*argv, "--bootstrap-server", broker, "--group", GROUP, "--members"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        rows = [line.split() for line in done.stdout.splitlines() if line.startswith(GROUP)]
+        return [int(row[-1]) for row in rows if row[-1].isdigit()]
+
+    def wait_for_group(self, engines: Engines, timeout: float = 180.0) -> None:
+        """Return once every ingester holds some of the topic's partitions and all of them are
+        held. Ingesters answer their health checks before their consumer group has settled,
+        and a partition that moves while a trace waits for its sampling decision splits the
+        trace between two tail samplers (docs/scaling-out.md): a fleet handed out before
+        then would keep some traces in part."""
+        ingesters = sum(1 for name in self.components if name.startswith("ingester-"))
+        deadline = time.monotonic() + timeout
+        while True:
+            held = self.group_partitions(engines)
+            if len(held) == ingesters and all(held) and sum(held) == self.partitions:
+                return
+            if time.monotonic() > deadline:
+                raise FleetError(
+                    f"the ingesters' consumer group did not settle in {timeout:.0f} s "
+                    f"(partitions per member: {held}); their logs: "
+                    + ", ".join(self.components[n].log for n in self.components if "ingester" in n)
+                )
+            time.sleep(1)
 
     def _format_kafka(self, engines: Engines) -> None:
         data = Path(self.components["kafka"].data[0])
