@@ -224,8 +224,9 @@ class ToolExecutor:
         that ended already keeps its outcome."""
         if isinstance(prepared, (Ended, Deferred)):
             return prepared.result
-        if prepared.state.trace.ended is not None:
-            return prepared.state.trace.ended.result
+        ended = prepared.state.ended
+        if ended is not None:
+            return ended.result
         return _skipped(prepared.state, reason, prepared.arguments)
 
     # -- the three phases ---------------------------------------------------------------------
@@ -237,9 +238,10 @@ class ToolExecutor:
         if not isinstance(prepared, Allowed):
             return prepared.result
         state = prepared.state
+        ended = state.ended
+        if ended is not None:  # finished or skipped already
+            return ended.result
         trace = state.trace
-        if trace.ended is not None:  # finished or skipped already
-            return trace.ended.result
         try:
             phase = trace.run
             phase.open()
