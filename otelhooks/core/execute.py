@@ -94,6 +94,11 @@ from .tools import InvalidArguments, ToolSet, prepared_arguments
 
 _NO_PHASE: Final = NoPhase(None)
 
+_made: Final = tuple.__new__
+"""Makes a named tuple from all of its fields in order, without the Python ``__new__`` its
+class call goes through (half of its cost): ``_made(Allowed, (state, tool, ...))`` is
+``Allowed(state, tool, ...)`` with every field given. Used where a call makes one every time."""
+
 _T = TypeVar("_T")
 
 DEFAULT_TOOL_TIMEOUT: float = 180.0
@@ -255,12 +260,8 @@ class ToolExecutor:
             if state.hooks.after:
                 return self._finish_later(prepared, ran)
             phase.close()
-            phase = trace.after  # no after-hook runs in it
-            phase.open()
-            try:
-                outcome = _ran(prepared, ran[0], ran[1], None)
-            finally:
-                phase.close()
+            trace.after.empty()  # no after-hook runs in it
+            outcome = _ran(prepared, ran[0], ran[1], None)
         except BaseException as exc:
             outcome = _stopped(state, exc, prepared)
         return end_outcome(state, outcome).result
@@ -293,17 +294,18 @@ class ToolExecutor:
                 trace.run.close()
             assert ran is not None
             result, error_type = ran
-            phase = trace.after
-            phase.open()
-            try:
-                if state.hooks.after and error_type != A.ERR_CANCELLED:  # the hooks decide
+            if state.hooks.after and error_type != A.ERR_CANCELLED:  # the hooks decide
+                phase = trace.after
+                phase.open()
+                try:
                     hooks = _after_chain(allowed, result)
                     verdict = await (_watched(state, hooks) if state.watched else hooks)
                     outcome = self._after_verdict(allowed, phase, verdict, error_type)
-                else:
-                    outcome = _ran(allowed, result, error_type, None)
-            finally:
-                phase.close()
+                finally:
+                    phase.close()
+            else:  # no after-hook runs in the phase
+                trace.after.empty()
+                outcome = _ran(allowed, result, error_type, None)
         except BaseException as exc:
             outcome = _stopped(state, exc, allowed)
         return end_outcome(state, outcome).result
@@ -364,7 +366,7 @@ class ToolExecutor:
         signal = state.made_signal
         if signal is not None and signal.reason is not None and not state.hooks.before:
             return _cancelled(state, phase, None, args, False)
-        return Allowed(state, tool, args, False, None)
+        return _made(Allowed, (state, tool, args, False, None, None))
 
     async def _before_hooks(
         self, state: CallState, phase: Phase | NoPhase, admitted: Allowed, edits: int = 0
@@ -639,17 +641,20 @@ def _ran(
     else:
         verdict = "allow" if allowed.state.hooks.before else None
         policies = ()
-    return Outcome(
-        result,
-        A.DECISION_ALLOW,
-        error_type,
-        allowed.deciding_hook,
-        None,
-        allowed.rewritten,
-        allowed.arguments,
-        overridden,
-        None,
-        verdict,
-        policies,
-        approval,
+    return _made(
+        Outcome,
+        (
+            result,
+            A.DECISION_ALLOW,
+            error_type,
+            allowed.deciding_hook,
+            None,
+            allowed.rewritten,
+            allowed.arguments,
+            overridden,
+            None,
+            verdict,
+            policies,
+            approval,
+        ),
     )

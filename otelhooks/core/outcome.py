@@ -94,9 +94,7 @@ class CallState:
     until then nothing can have cancelled the call (:attr:`made_signal` is ``None``)."""
 
     __slots__ = (
-        "assistant_message",
         "call",
-        "context",
         "duration_ms",
         "ended",
         "hooks",
@@ -134,10 +132,6 @@ class CallState:
         for); ``None``: nobody can have cancelled the call."""
         self.tools = tools
         self.options = options
-        self.context: AgentContext = options.get("context") or _EMPTY_CONTEXT
-        """The run's snapshot (hooks see it)."""
-        self.assistant_message: AssistantMessage | None = options.get("assistant_message")
-        """The message that asked for the call (hooks see it)."""
         self.started = time.perf_counter()
         self.ended: Outcome | None = None
         """The call's outcome, once it ended."""
@@ -152,6 +146,16 @@ class CallState:
         if signal is None:
             signal = self.made_signal = CancelSignal()
         return signal
+
+    @property
+    def context(self) -> AgentContext:
+        """The run's snapshot (hooks see it)."""
+        return self.options.get("context") or _EMPTY_CONTEXT
+
+    @property
+    def assistant_message(self) -> AssistantMessage | None:
+        """The message that asked for the call (hooks see it)."""
+        return self.options.get("assistant_message")
 
     @property
     def on_update(self) -> UpdateCallback | None:

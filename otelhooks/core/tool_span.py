@@ -196,6 +196,9 @@ class NoPhase:
         if self._context is not None:
             otel_context.detach(self._token)
 
+    def empty(self) -> None:
+        """The phase with nothing run in it (in place of :meth:`open` and :meth:`close`)."""
+
     def fail(self, error_type: str, message: str) -> None:
         """The phase ended the call with an error of its own."""
 
@@ -530,6 +533,12 @@ class Phase:
         if self._current:
             otel_context.detach(self._token)
         self.span.end()
+
+    def empty(self) -> None:
+        """The phase with nothing run in it (in place of :meth:`open` and :meth:`close`): its
+        span started and ended."""
+        self.span = span = self._call.tracer.start_span(self._name, self._call.context)
+        span.end()
 
     def fail(self, error_type: str, message: str) -> None:
         """The phase ended the call with an error of its own (no exception to record)."""
