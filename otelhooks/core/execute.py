@@ -430,7 +430,11 @@ class ToolExecutor:
             )
             if isinstance(value, CoroutineType):  # the value is still to come
                 return self._finish_later(allowed, None, value, timeout)
-            result = as_result(call, value)
+            result = (  # a string, the common value, as as_result makes it
+                ToolResult(call.id, call.name, value)
+                if type(value) is str
+                else as_result(call, value)
+            )
             return (state.trace.for_model(result) if self._scrubs else result), None
         except (Exception, asyncio.CancelledError) as exc:
             return _run_failed(allowed, phase, None, timeout, exc)
