@@ -766,3 +766,33 @@ async def test_phases_without_hooks_leave_the_current_context_alone(
     span = otelhooks_tracing.tool_span(call_id="n2")
     otelhooks_tracing.assert_children(span, ["before", "run", "after"])
     assert span.parent is not None and span.parent.span_id == agent.get_span_context().span_id
+
+
+def test_the_values_the_path_makes_without_their_constructors_have_every_field() -> None:
+    """``execute`` makes ``Allowed`` and a run call's ``Outcome`` from all of their fields in
+    order, without the named tuples' ``__new__``: a field added to either is added there too."""
+    from otelhooks.core.hooks import Outcome
+    from otelhooks.core.outcome import Allowed
+
+    assert Allowed._fields == (
+        "state",
+        "tool",
+        "arguments",
+        "rewritten",
+        "deciding_hook",
+        "approval",
+    )
+    assert Outcome._fields == (
+        "result",
+        "decision",
+        "error_type",
+        "deciding_hook",
+        "block_reason",
+        "rewritten",
+        "arguments",
+        "overridden",
+        "failure",
+        "verdict",
+        "policies",
+        "approval",
+    )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,7 +87,11 @@ def test_quick_init_refuses_what_its_init_would_not_do() -> None:
         a: int
         b: int = field(init=False, default=0)
 
-    for cls in (Later, Factory, Mutable, Unslotted, NotInit, int):
+    @dataclass(frozen=True, slots=True)
+    class Derived(Plain):
+        d: int = 0
+
+    for cls in (Later, Factory, Mutable, Unslotted, NotInit, Derived, int):
         with pytest.raises(TypeError):
             quick_init(cls)
 
@@ -102,3 +108,26 @@ def test_the_runtimes_values_keep_their_signatures() -> None:
     for cls in (ToolResult, BeforeToolCallContext, AfterToolCallContext):
         parameters = list(cls.__init__.__annotations__)
         assert parameters[:-1] == [f.name for f in dataclasses.fields(cls)]
+
+
+class Sub(Quick):
+    """A subclass that inherits the quick ``__init__`` (and so does not share its layout's
+    class)."""
+
+    __slots__ = ("extra",)
+
+
+def test_an_instance_is_of_its_own_class_once_made_a_subclass_too() -> None:
+    quick = Quick(1, "b", True)
+    assert type(quick) is Quick and (quick.a, quick.b, quick.c) == (1, "b", True)
+    sub = Sub(2)
+    assert type(sub) is Sub and (sub.a, sub.b, sub.c) == (2, None, False)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sub.a = 3  # type: ignore[misc]
+
+
+def test_a_quick_instance_copies_and_pickles_as_the_dataclass_does() -> None:
+    result = ToolResult("c1", "echo", "hi", {"k": [1]}, True, True)
+    for made in (copy.copy(result), copy.deepcopy(result), pickle.loads(pickle.dumps(result))):
+        assert type(made) is ToolResult and made == result
+    assert hash(ToolResult("c1", "echo", "hi")) == hash(ToolResult("c1", "echo", "hi"))

@@ -94,6 +94,11 @@ from .tools import InvalidArguments, ToolSet, prepared_arguments
 
 _NO_PHASE: Final = NoPhase(None)
 
+_made: Final = tuple.__new__
+"""Makes a named tuple from all of its fields in order, without the Python ``__new__`` its
+class call goes through (half of its cost): ``_made(Allowed, (state, tool, ...))`` is
+``Allowed(state, tool, ...)`` with every field given. Used where a call makes one every time."""
+
 _T = TypeVar("_T")
 
 DEFAULT_TOOL_TIMEOUT: float = 180.0
@@ -224,8 +229,9 @@ class ToolExecutor:
         that ended already keeps its outcome."""
         if isinstance(prepared, (Ended, Deferred)):
             return prepared.result
-        if prepared.state.trace.ended is not None:
-            return prepared.state.trace.ended.result
+        ended = prepared.state.ended
+        if ended is not None:
+            return ended.result
         return _skipped(prepared.state, reason, prepared.arguments)
 
     # -- the three phases ---------------------------------------------------------------------
@@ -237,9 +243,10 @@ class ToolExecutor:
         if not isinstance(prepared, Allowed):
             return prepared.result
         state = prepared.state
+        ended = state.ended
+        if ended is not None:  # finished or skipped already
+            return ended.result
         trace = state.trace
-        if trace.ended is not None:  # finished or skipped already
-            return trace.ended.result
         try:
             phase = trace.run
             phase.open()
@@ -253,12 +260,8 @@ class ToolExecutor:
             if state.hooks.after:
                 return self._finish_later(prepared, ran)
             phase.close()
-            phase = trace.after  # no after-hook runs in it
-            phase.open()
-            try:
-                outcome = _ran(prepared, ran[0], ran[1], None)
-            finally:
-                phase.close()
+            trace.after.empty()  # no after-hook runs in it
+            outcome = _ran(prepared, ran[0], ran[1], None)
         except BaseException as exc:
             outcome = _stopped(state, exc, prepared)
         return end_outcome(state, outcome).result
@@ -291,17 +294,18 @@ class ToolExecutor:
                 trace.run.close()
             assert ran is not None
             result, error_type = ran
-            phase = trace.after
-            phase.open()
-            try:
-                if state.hooks.after and error_type != A.ERR_CANCELLED:  # the hooks decide
+            if state.hooks.after and error_type != A.ERR_CANCELLED:  # the hooks decide
+                phase = trace.after
+                phase.open()
+                try:
                     hooks = _after_chain(allowed, result)
                     verdict = await (_watched(state, hooks) if state.watched else hooks)
                     outcome = self._after_verdict(allowed, phase, verdict, error_type)
-                else:
-                    outcome = _ran(allowed, result, error_type, None)
-            finally:
-                phase.close()
+                finally:
+                    phase.close()
+            else:  # no after-hook runs in the phase
+                trace.after.empty()
+                outcome = _ran(allowed, result, error_type, None)
         except BaseException as exc:
             outcome = _stopped(state, exc, allowed)
         return end_outcome(state, outcome).result
@@ -362,7 +366,7 @@ class ToolExecutor:
         signal = state.made_signal
         if signal is not None and signal.reason is not None and not state.hooks.before:
             return _cancelled(state, phase, None, args, False)
-        return Allowed(state, tool, args, False, None)
+        return _made(Allowed, (state, tool, args, False, None, None))
 
     async def _before_hooks(
         self, state: CallState, phase: Phase | NoPhase, admitted: Allowed, edits: int = 0
@@ -426,7 +430,11 @@ class ToolExecutor:
             )
             if isinstance(value, CoroutineType):  # the value is still to come
                 return self._finish_later(allowed, None, value, timeout)
-            result = as_result(call, value)
+            result = (  # a string, the common value, as as_result makes it
+                ToolResult(call.id, call.name, value)
+                if type(value) is str
+                else as_result(call, value)
+            )
             return (state.trace.for_model(result) if self._scrubs else result), None
         except (Exception, asyncio.CancelledError) as exc:
             return _run_failed(allowed, phase, None, timeout, exc)
@@ -637,17 +645,20 @@ def _ran(
     else:
         verdict = "allow" if allowed.state.hooks.before else None
         policies = ()
-    return Outcome(
-        result,
-        A.DECISION_ALLOW,
-        error_type,
-        allowed.deciding_hook,
-        None,
-        allowed.rewritten,
-        allowed.arguments,
-        overridden,
-        None,
-        verdict,
-        policies,
-        approval,
+    return _made(
+        Outcome,
+        (
+            result,
+            A.DECISION_ALLOW,
+            error_type,
+            allowed.deciding_hook,
+            None,
+            allowed.rewritten,
+            allowed.arguments,
+            overridden,
+            None,
+            verdict,
+            policies,
+            approval,
+        ),
     )

@@ -18,6 +18,7 @@ decided; :func:`end_call` gives it to the observers (as a
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NamedTuple, TypeAlias, TypedDict
 
@@ -85,20 +86,22 @@ class CallOptions(TypedDict, total=False):
 class CallState:
     """What one call runs with, fixed when it starts (nothing changes it afterwards): the call,
     its tool (``None`` when unknown) and its plan, the hooks of each phase, its trace, the run's
-    signal, the tools it was resolved in and the caller's options (read where they matter).
+    signal, the tools it was resolved in and the caller's options (read where they matter); and
+    how it ended, once it did (:attr:`ended`, set once by :func:`end_outcome`).
 
     The signal is the caller's; without one, a signal of the call's own is made when something
     first asks for it (:attr:`signal`: a hook's context, a tool's :class:`ToolContext`), and
     until then nothing can have cancelled the call (:attr:`made_signal` is ``None``)."""
 
     __slots__ = (
-        "assistant_message",
         "call",
-        "context",
+        "duration_ms",
+        "ended",
         "hooks",
         "made_signal",
         "options",
         "plan",
+        "started",
         "tool",
         "tools",
         "trace",
@@ -129,10 +132,11 @@ class CallState:
         for); ``None``: nobody can have cancelled the call."""
         self.tools = tools
         self.options = options
-        self.context: AgentContext = options.get("context") or _EMPTY_CONTEXT
-        """The run's snapshot (hooks see it)."""
-        self.assistant_message: AssistantMessage | None = options.get("assistant_message")
-        """The message that asked for the call (hooks see it)."""
+        self.started = time.perf_counter()
+        self.ended: Outcome | None = None
+        """The call's outcome, once it ended."""
+        self.duration_ms = 0.0
+        """How long the call took, once it ended."""
 
     @property
     def signal(self) -> CancelSignal:
@@ -142,6 +146,16 @@ class CallState:
         if signal is None:
             signal = self.made_signal = CancelSignal()
         return signal
+
+    @property
+    def context(self) -> AgentContext:
+        """The run's snapshot (hooks see it)."""
+        return self.options.get("context") or _EMPTY_CONTEXT
+
+    @property
+    def assistant_message(self) -> AssistantMessage | None:
+        """The message that asked for the call (hooks see it)."""
+        return self.options.get("assistant_message")
 
     @property
     def on_update(self) -> UpdateCallback | None:
@@ -236,19 +250,22 @@ Prepared: TypeAlias = Allowed | Ended | Deferred
 def end_call(state: CallState, outcome: Outcome) -> Ended:
     """End the call with ``outcome`` (:func:`end_outcome`); the call as it ended."""
     outcome = end_outcome(state, outcome)
-    return Ended(state.call, outcome, state.trace.duration_ms)
+    return Ended(state.call, outcome, state.duration_ms)
 
 
 def end_outcome(state: CallState, outcome: Outcome) -> Outcome:
     """End the call with ``outcome``: the observers see its record (while the call's span is
     current; one that raises, or is async, is recorded on the span and ignored), its span ends
     and it is counted. A call that ended already keeps its first outcome, which is returned."""
-    trace = state.trace
-    first = trace.ended
+    first = state.ended
     if first is not None:
         return first
+    seconds = time.perf_counter() - state.started
+    state.ended = outcome
+    state.duration_ms = duration_ms = seconds * 1000.0
     observers = state.hooks.observers
-    duration_ms = trace.end(outcome, state.plan, not observers)
+    trace = state.trace
+    trace.end(outcome, state.plan, seconds, not observers)
     if observers:  # while the call's span is open: what they add goes on it
         _notify(state, outcome.record(state.call, duration_ms))
         trace.close()

@@ -23,7 +23,6 @@ Contracts
 
 from __future__ import annotations
 
-import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -71,6 +70,7 @@ class Recorder:
         "identifier",
         "instruments",
         "max_content_length",
+        "null",
         "provider",
         "scrub_result",
         "scrubber",
@@ -102,6 +102,9 @@ class Recorder:
         self.identifier: Callable[[str, str], tuple[str, list[str]]] | None = (
             self.scrubber.redact_identifier if scrubs else None
         )
+        self.null = CallTrace(self)
+        """The trace of every call whose span records nothing and carries no context (it
+        keeps nothing of a call: one serves them all)."""
 
 
 class ToolCallRecorder(Recorder):
@@ -137,7 +140,7 @@ class ToolCallRecorder(Recorder):
         could record)."""
         provider = self.provider if self.provider is not None else trace.get_tracer_provider()
         if isinstance(provider, _SILENT):  # nothing could record (see recording)
-            return CallTrace(self)
+            return self.null
         scrub = self.identifier  # the model chose the id (and an unknown tool's name)
         if plan is not None:
             name = plan.span_name
@@ -168,7 +171,7 @@ class ToolCallRecorder(Recorder):
             )
         if span.get_span_context().is_valid:  # sampled out: its context still propagates
             return SampledOutCallTrace(self, span, trace.set_span_in_context(span, parent))
-        return CallTrace(self)
+        return self.null
 
 
 _SILENT: Final = (NoOpTracerProvider, ProxyTracerProvider)
@@ -192,6 +195,9 @@ class NoPhase:
         """Leave the phase (after :meth:`open`, whatever happened in it)."""
         if self._context is not None:
             otel_context.detach(self._token)
+
+    def empty(self) -> None:
+        """The phase with nothing run in it (in place of :meth:`open` and :meth:`close`)."""
 
     def fail(self, error_type: str, message: str) -> None:
         """The phase ended the call with an error of its own."""
@@ -252,11 +258,14 @@ class CallTrace:
     """The trace of a call whose span does not record (the null object): its phases
     (:attr:`before`, :attr:`run`, :attr:`after`, each each opened and closed once) have no span,
     and the call is counted when it ends. :class:`RecordingCallTrace` is the one that records.
+    A trace keeps no state of the call's own (the call's state,
+    :class:`~otelhooks.core.outcome.CallState`, times it and keeps its outcome), so the null
+    trace of a call with no context to carry is one object per recorder (``recorder.null``).
 
     The ``run`` phase makes the call's context current (the handler's spans nest under it);
     ``before`` and ``after`` do when hooks run in them."""
 
-    __slots__ = ("_recorder", "duration_ms", "ended", "started")
+    __slots__ = ("_recorder",)
 
     span: Span = trace.INVALID_SPAN
     """The call's span (one that records nothing)."""
@@ -267,12 +276,8 @@ class CallTrace:
     run: Phase | NoPhase = _DETACHED
     after: Phase | NoPhase = _DETACHED
 
-    def __init__(self, recorder: ToolCallRecorder) -> None:
+    def __init__(self, recorder: Recorder) -> None:
         self._recorder = recorder
-        self.started = time.perf_counter()
-        self.ended: Outcome | None = None
-        """The call's outcome, once it ended."""
-        self.duration_ms = 0.0
 
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
         """Attributes a tool adds to its call's span."""
@@ -298,14 +303,10 @@ class CallTrace:
     def observer_failed(self, exc: Exception, hook: str) -> None:
         """An observer raised: recorded and ignored."""
 
-    def end(self, outcome: Outcome, plan: CallPlan | None, close: bool = True) -> float:
-        """Record the call's outcome (once: a later call changes nothing), count the call (of
-        the tool ``plan`` is for; ``None``: an unknown tool), and with ``close`` end its span
-        (else :meth:`close` does, after the observers); its duration in milliseconds."""
-        if self.ended is not None:
-            return self.duration_ms
-        seconds = time.perf_counter() - self.started
-        self.ended, self.duration_ms = outcome, seconds * 1000.0
+    def end(self, outcome: Outcome, plan: CallPlan | None, seconds: float, close: bool) -> None:
+        """Record the call's outcome (the caller ends a call once), count the call (of the
+        tool ``plan`` is for; ``None``: an unknown tool) as taking ``seconds``, and with
+        ``close`` end its span (else :meth:`close` does, after the observers)."""
         error_type = outcome.error_type
         if plan is not None and error_type is None and outcome.decision == A.DECISION_ALLOW:
             attributes = plan.allowed_metrics
@@ -313,7 +314,6 @@ class CallTrace:
             tool = outcome.result.tool_name if plan is not None else A.UNKNOWN_TOOL
             attributes = tool_call_attributes(tool, outcome.decision, error_type)
         self._recorder.instruments.record_tool_call(attributes, seconds)
-        return self.duration_ms
 
     def close(self) -> None:
         """End the span (a span that does not record has nothing to end)."""
@@ -410,15 +410,12 @@ class RecordingCallTrace(CallTrace):
             self.redacted((attribute,))
         return cap_text(scrubbed, self._recorder.max_content_length if limit is None else limit)
 
-    def end(self, outcome: Outcome, plan: CallPlan | None, close: bool = True) -> float:
+    def end(self, outcome: Outcome, plan: CallPlan | None, seconds: float, close: bool) -> None:
         """Record the outcome on the call's span (see :meth:`CallTrace.end`)."""
-        if self.ended is not None:
-            return self.duration_ms
         self._outcome(outcome, plan is not None)
-        duration_ms = super().end(outcome, plan)
+        super().end(outcome, plan, seconds, close)
         if close:
             self.span.end()
-        return duration_ms
 
     def close(self) -> None:
         """End the span."""
@@ -536,6 +533,12 @@ class Phase:
         if self._current:
             otel_context.detach(self._token)
         self.span.end()
+
+    def empty(self) -> None:
+        """The phase with nothing run in it (in place of :meth:`open` and :meth:`close`): its
+        span started and ended."""
+        self.span = span = self._call.tracer.start_span(self._name, self._call.context)
+        span.end()
 
     def fail(self, error_type: str, message: str) -> None:
         """The phase ended the call with an error of its own (no exception to record)."""

@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from types import CoroutineType
 from typing import (
     TYPE_CHECKING,
@@ -212,22 +213,23 @@ def fields_validator(model: type[pydantic.BaseModel]) -> Callable[[Any], dict[st
     ``__dict__`` would hold (a fresh dict), or raises the same ``pydantic.ValidationError``.
 
     A model's core schema is a ``model`` schema around a ``model-fields`` one, which does all of
-    the validation and gives the field values; validated with the model's config, that inner
-    schema makes no instance. A model whose schema is not that shape (a root model, an
-    ``__init__``, a ``model_post_init`` or a validator of its own) is validated through the
-    model."""
+    the validation and gives the field values (first of what it returns: taken by the
+    validator itself, after it); validated with the model's config, that inner schema makes no
+    instance. A model whose schema is not that shape (a root model, an ``__init__``, a
+    ``model_post_init`` or a validator of its own) is validated through the model."""
     schema: Any = model.__pydantic_core_schema__
     inner = schema.get("schema") if schema.get("type") == "model" else None
     plain = not any(schema.get(key) for key in ("custom_init", "root_model", "post_init"))
     if plain and inner is not None and inner.get("type") == "model-fields":
-        validate_fields = pydantic_core.SchemaValidator(inner, schema.get("config")).validate_python
-        return lambda args: validate_fields(args)[0]
+        fields = pydantic_core.core_schema.no_info_after_validator_function(itemgetter(0), inner)
+        validator = pydantic_core.SchemaValidator(fields, schema.get("config"))
+        return validator.validate_python
     validate_model = model.__pydantic_validator__.validate_python
     return lambda args: validate_model(args).__dict__
 
 
 _PLAIN = frozenset({str, int, float, bool, dict, list, tuple, type(None)})
-_CONTAINERS = (dict, list, tuple)
+_CONTAINERS = frozenset({dict, list, tuple})
 
 
 def decode_arguments(arguments: Mapping[str, Any] | str) -> Mapping[str, Any]:
