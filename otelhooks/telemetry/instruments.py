@@ -76,12 +76,6 @@ class Instruments:
         if output_tokens is not None:
             self.token_usage.record(output_tokens, {**attributes, GEN_AI_TOKEN_TYPE: "output"})
 
-    def record_tool(
-        self, tool: str, decision: str | None, error_type: str | None, seconds: float
-    ) -> None:
-        """One tool call: ``decision`` is the before phase's (allow, block, skip)."""
-        self.record_tool_call(tool_call_attributes(tool, decision, error_type), seconds)
-
     def record_tool_call(self, attributes: Mapping[str, Any], seconds: float) -> None:
         """One tool call with its metric attributes (:func:`tool_call_attributes`; the mapping
         is kept by the SDK's aggregation, and must not be changed afterwards)."""
