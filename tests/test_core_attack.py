@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import functools
+import inspect
 import pickle
 import sys
 import threading
@@ -24,8 +26,8 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import StatusCode
 
 from otelhooks import (
-    Approve,
     ApprovalRequest,
+    Approve,
     CancelSignal,
     Deny,
     Hooks,
@@ -41,6 +43,7 @@ from otelhooks import (
     rewrite,
 )
 from otelhooks.core import execute as execute_module
+from otelhooks.core.frozen import quick_init
 from otelhooks.core.handler import as_result
 from otelhooks.core.hooks import AfterToolCallContext, BeforeToolCallContext, Outcome
 from otelhooks.core.outcome import Allowed, Deferred, Ended
@@ -80,6 +83,7 @@ class Wrapped(ToolResult):
     """A subclass whose ``__init__`` calls the quick one."""
 
     __slots__ = ("seen",)
+    seen: str
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -94,7 +98,7 @@ def _same(made: ToolResult, other: ToolResult) -> None:
     "made",
     [
         ToolResult("c", "t", "x", ("k", 1), True, True),
-        Tagged("c", "t", "x", None, False, False, (), "a"),
+        Tagged("c", "t", "x", None, False, False, (), tag="a"),
         Loose("c", "t", "x", note=("n", 1)),
         SameLayout("c", "t", "x", (1,)),
     ],
@@ -150,9 +154,9 @@ def test_a_failed_init_leaves_nothing_made_and_the_class_unchanged() -> None:
     assert type(made) is ToolResult and made.__class__ is ToolResult
 
 
-def test_the_class_seen_while_filling_is_the_twin_only_inside_init() -> None:
-    """A tracer (a debugger, a coverage tool) sees the instance while ``__init__`` fills it; once
-    made, the instance is of its class whatever the tracer did."""
+def test_an_instance_made_under_a_tracer_is_of_its_class_and_frozen() -> None:
+    """A tracer (a debugger, a coverage tool) sees the instance while ``__init__`` fills it (as
+    the writable twin); once made, the instance is of its class and frozen."""
     seen: list[str] = []
 
     def tracer(frame: Any, event: str, arg: Any) -> Any:
@@ -163,13 +167,13 @@ def test_the_class_seen_while_filling_is_the_twin_only_inside_init() -> None:
     previous = sys.gettrace()
     sys.settrace(tracer)
     try:
-        made = [ToolResult("c", "t", "x"), BeforeToolCallContext.__new__(BeforeToolCallContext)]
+        made = ToolResult("c", "t", "x")
     finally:
         sys.settrace(previous)
-    assert type(made[0]) is ToolResult and made[0] == ToolResult("c", "t", "x")
-    assert "_WritableToolResult" in seen  # the twin is what a tracer may observe, in init only
+    assert seen  # the tracer saw the instance while it was filled
+    assert type(made) is ToolResult and made == ToolResult("c", "t", "x")
     with pytest.raises(dataclasses.FrozenInstanceError):
-        made[0].content = "y"  # type: ignore[misc]
+        made.content = "y"  # type: ignore[misc]
 
 
 def test_results_made_in_many_threads_at_once_are_each_whole() -> None:
@@ -204,7 +208,8 @@ def test_results_made_in_many_threads_at_once_are_each_whole() -> None:
 
 def test_hook_contexts_are_made_of_their_class_with_every_field() -> None:
     call = ToolCall("c", "t", {"a": 1})
-    for cls in (BeforeToolCallContext, AfterToolCallContext):
+    contexts: tuple[Any, ...] = (BeforeToolCallContext, AfterToolCallContext)
+    for cls in contexts:
         names = [f.name for f in dataclasses.fields(cls)]
         values = {name: f"v-{name}" for name in names}
         made = cls(**values)
@@ -265,8 +270,9 @@ async def test_every_tuple_made_without_new_has_each_field_in_its_place(
     assert (rewritten.arguments_rewritten, rewritten.deciding_hook) == (True, "rewriter")
     assert dict(rewritten.arguments) == {"to": "r", "amount": 5}
     assert rewritten.result.content == "paid 5 to r"
-    assert seen[:2] == [dataclasses.replace(r, duration_ms=seen[i].duration_ms) for i, r in
-                        enumerate(seen[2:])]
+    assert seen[:2] == [
+        dataclasses.replace(r, duration_ms=seen[i].duration_ms) for i, r in enumerate(seen[2:])
+    ]
 
 
 # -- one null trace shared by concurrent calls --------------------------------------------------
@@ -415,8 +421,7 @@ async def test_a_provider_installed_while_calls_run_records_the_next_calls(
     executor = ToolExecutor(_mixed_registry(release), Hooks())
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     early = [
-        asyncio.create_task(executor.execute(ToolCall(f"e{i}", "ok", {"n": i})))
-        for i in range(10)
+        asyncio.create_task(executor.execute(ToolCall(f"e{i}", "ok", {"n": i}))) for i in range(10)
     ]
     await asyncio.sleep(0)
     monkeypatch.setattr(trace, "_TRACER_PROVIDER", otelhooks_tracing.provider)
@@ -521,9 +526,7 @@ async def test_every_value_a_handler_returns_is_the_result_as_result_makes(
     async def give_later() -> Any:
         return value
 
-    executor = ToolExecutor(
-        registry, Hooks(), scrubber=Redactor() if scrubbing else None
-    )
+    executor = ToolExecutor(registry, Hooks(), scrubber=Redactor() if scrubbing else None)
     for name in ("give", "give_later"):
         call = ToolCall("c", name, {})
         result = await executor.execute(call)
@@ -582,7 +585,9 @@ async def test_asked_and_deferred_calls_end_once_with_their_state(
             approver=_Approver(answer),
         )
 
-    approved = await executor(Approve("carol")).prepare(ToolCall("a", "pay", {"to": "x", "amount": 1}))
+    approved = await executor(Approve("carol")).prepare(
+        ToolCall("a", "pay", {"to": "x", "amount": 1})
+    )
     assert isinstance(approved, Allowed) and approved.approval is not None
     assert approved.state.ended is None
     approving = executor(Approve("carol"))
@@ -712,7 +717,9 @@ class _Extra(pydantic.BaseModel):
         (_Plain, [1]),
     ],
 )
-def test_the_field_values_and_errors_are_the_models(model: type[pydantic.BaseModel], args: Any) -> None:
+def test_the_field_values_and_errors_are_the_models(
+    model: type[pydantic.BaseModel], args: Any
+) -> None:
     validate = fields_validator(model)
 
     def through_model() -> Any:
@@ -729,3 +736,95 @@ def test_the_field_values_and_errors_are_the_models(model: type[pydantic.BaseMod
     values = validate(args)
     assert values == expected and type(values) is dict
     assert values is not validate(args)  # a fresh dict every time
+
+
+# -- quick_init keeps the dataclass's parameters, or refuses the class --------------------------
+
+
+def _keyword_only_after() -> type:
+    @dataclass(frozen=True, slots=True)
+    class KeywordOnly:
+        a: int
+        b: int = dataclasses.field(kw_only=True, default=0)
+        c: int = 1
+
+    return KeywordOnly
+
+
+def _keyword_only_class() -> type:
+    @dataclass(frozen=True, slots=True, kw_only=True)
+    class AllKeywords:
+        a: int = 0
+        b: int = 1
+
+    return AllKeywords
+
+
+def _keyword_only_marker() -> type:
+    @dataclass(frozen=True, slots=True)
+    class Marked:
+        a: int
+        _: dataclasses.KW_ONLY
+        b: int = 5
+        c: int = 1
+
+    return Marked
+
+
+@pytest.mark.parametrize("make", [_keyword_only_after, _keyword_only_class, _keyword_only_marker])
+def test_quick_init_keeps_keyword_only_fields_keyword_only(make: Any) -> None:
+    """A keyword-only field stays one: no positional value lands in it, and the signature is
+    the dataclass's own (parameters, their kinds and defaults)."""
+    plain, quick = make(), quick_init(make())
+    assert inspect.signature(quick.__init__) == inspect.signature(plain.__init__)
+    for args, kwargs in (((1,), {}), ((1, 2), {}), ((), {"a": 1, "b": 2}), ((1,), {"c": 3})):
+        try:
+            expected = dataclasses.astuple(plain(*args, **kwargs))
+        except TypeError:
+            with pytest.raises(TypeError):
+                quick(*args, **kwargs)
+        else:
+            made = quick(*args, **kwargs)
+            assert dataclasses.astuple(made) == expected and type(made) is quick
+
+
+def _init_var() -> type:
+    @dataclass(frozen=True, slots=True)
+    class WithInitVar:
+        a: int
+        b: dataclasses.InitVar[int] = 0
+
+    return WithInitVar
+
+
+def _named(name: str) -> type:
+    return dataclasses.make_dataclass(
+        "Named", [("a", int), (name, int, 0)], frozen=True, slots=True
+    )
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_init_var]
+    + [
+        functools.partial(_named, name)
+        for name in ("_cls", "_twin", "_become", "_set0", "_default1", "self", "type")
+    ],
+    ids=["init-var", "_cls", "_twin", "_become", "_set0", "_default1", "self", "type"],
+)
+def test_quick_init_refuses_what_it_cannot_give_the_dataclass_parameters_of(make: Any) -> None:
+    """An init-only field (a parameter with no slot) and a field named as a name the quick
+    ``__init__`` uses itself are refused when the class is made, not misplaced later."""
+    with pytest.raises(TypeError):
+        quick_init(make())
+
+
+def test_quick_init_keeps_a_default_that_is_not_equal_to_itself() -> None:
+    nan = float("nan")
+
+    @quick_init
+    @dataclass(frozen=True, slots=True)
+    class Odd:
+        a: float = nan
+
+    assert Odd().a is nan and Odd(1.0).a == 1.0
