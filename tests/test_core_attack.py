@@ -378,8 +378,9 @@ async def test_fifty_concurrent_calls_each_keep_their_own_outcome_duration_and_c
         record = by_id[call.id]
         kind = _KINDS[index % len(_KINDS)]
         assert record.duration_ms > 0.0
-        if tasks[index] in outside:
+        if tasks[index] in outside:  # the call ended as cancelled, and the task is
             assert record.error_type == A.ERR_CANCELLED
+            assert isinstance(result, asyncio.CancelledError)
         elif kind == "ok":
             assert isinstance(result, ToolResult) and result.content == f"ok {index}"
             assert record.error_type is None and record.decision == "allow"
@@ -404,6 +405,9 @@ async def test_fifty_concurrent_calls_each_keep_their_own_outcome_duration_and_c
             assert record.duration_ms >= 10.0
     totals = {name: sum(v[0] for v in metric.values()) for name, metric in _points(reader).items()}
     assert len(totals) == 2 and set(totals.values()) == {50}, totals  # each call counted once
+    histogram = _points(reader)["otelhooks.tool.duration"]
+    seconds = sum(point[1] for point in histogram.values())
+    assert seconds == pytest.approx(sum(r.duration_ms for r in records) / 1000.0, rel=1e-9)
     if traced:
         spans = otelhooks_tracing.tool_spans()
         assert len(spans) == 50
@@ -611,6 +615,11 @@ async def test_asked_and_deferred_calls_end_once_with_their_state(
     assert decisions == {"a": ("allow", True), "d": ("block", True), "h": ("defer", True)}
     for record in records:
         assert record.duration_ms > 0.0
+    by_id = {record.tool_call.id: record for record in records}
+    assert (by_id["h"].duration_ms, by_id["d"].duration_ms) == (
+        held.duration_ms,
+        denied.duration_ms,
+    )
     totals = {name: sum(v[0] for v in metric.values()) for name, metric in _points(reader).items()}
     assert set(totals.values()) == {3}, totals
 
