@@ -837,3 +837,28 @@ def test_quick_init_keeps_a_default_that_is_not_equal_to_itself() -> None:
         a: float = nan
 
     assert Odd().a is nan and Odd(1.0).a == 1.0
+
+
+async def test_sampled_out_calls_at_once_each_run_in_their_own_span_context() -> None:
+    """A sampled-out call's trace is its own (only the null trace is shared): fifty at once each
+    run their handler with their own span current, and nothing records."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def where(n: int) -> str:
+        await asyncio.sleep(0)
+        inside = trace.get_current_span().get_span_context()
+        await asyncio.sleep(0)
+        after = trace.get_current_span().get_span_context()
+        assert inside == after and not inside.trace_flags.sampled
+        return f"{inside.span_id:x}"
+
+    executor = ToolExecutor(registry, Hooks(), tracer_provider=TracerProvider(sampler=ALWAYS_OFF))
+    results = await asyncio.gather(
+        *(executor.execute(ToolCall(f"s{i}", "where", {"n": i})) for i in range(50))
+    )
+    ids = {result.content for result in results}
+    assert len(ids) == 50 and "0" not in ids
