@@ -9,6 +9,7 @@ Jaeger's query API.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -111,20 +112,24 @@ inherit_env = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OT
                     {"timezone": "America/New_York"},
                     meta=meta,  # type: ignore[arg-type]
                 )
+            assert not result.is_error
+            host.force_flush()
+            trace_id = format(turn.get_span_context().trace_id, "032x")
+            # Awaited while the proxy and its server still run (each exports every 100 ms): a
+            # host that stops a slow proxy kills it, and the server dies with it, maybe before
+            # its last export.
+            trace = await asyncio.to_thread(
+                wait_for_trace,
+                jaeger,
+                trace_id,
+                {
+                    (host_service, "host turn"),
+                    (proxy_service, "execute_tool get_current_time"),
+                    (server_service, "tools/call get_current_time"),
+                },
+            )
     finally:
         host.shutdown()
-    assert not result.is_error
-    trace_id = format(turn.get_span_context().trace_id, "032x")
-
-    trace = wait_for_trace(
-        jaeger,
-        trace_id,
-        {
-            (host_service, "host turn"),
-            (proxy_service, "execute_tool get_current_time"),
-            (server_service, "tools/call get_current_time"),
-        },
-    )
     service_of = {pid: p["serviceName"] for pid, p in trace["processes"].items()}
     by_id = {s["spanID"]: s for s in trace["spans"]}
 
