@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from otelhooks.cli.fleet import endpoints
+from otelhooks.cli.fleet.engines import find_engines
 from otelhooks.cli.fleet.supervisor import Fleet
 from otelhooks.cli.fleet.topology import Shape
 
@@ -162,7 +163,10 @@ def _fault_run(
 ) -> tuple[Lost, dict[str, dict[str, int]]]:
     """Two agents send only traces that sampling must keep (blocked and failing calls) at 10
     runs/s each, ``fault`` strikes a third of the way in, ``heal`` runs once they finished;
-    returns what was lost and the store report (also printed: the fault's record)."""
+    returns what was lost and the store report (also printed: the fault's record). The load
+    starts once the ingesters' group has settled: an earlier test's restarted ingester, or Kafka
+    come back, moves partitions, which would split traces the fault did not."""
+    fleet.wait_for_group(find_engines())
     started = start_agents(fleet, tmp_path, agents=2, runs=runs, mix="keep", pace=0.1)
     time.sleep(runs * 0.1 / 3)
     struck = time.time()
