@@ -51,6 +51,8 @@ from otelhooks.core.tools import fields_validator
 from otelhooks.telemetry import attributes as A
 from otelhooks.telemetry.testing import InMemoryTracing
 
+from .test_approvals import tools as pay_tools
+
 # -- frozen results filled as a writable twin ---------------------------------------------------
 
 
@@ -553,17 +555,6 @@ class _Approver:
         return self.answer
 
 
-def _pay_registry(ran: list[Mapping[str, Any]]) -> ToolRegistry:
-    registry = ToolRegistry()
-
-    @registry.tool
-    def pay(to: str, amount: int) -> str:
-        ran.append({"to": to, "amount": amount})
-        return f"paid {amount} to {to}"
-
-    return registry
-
-
 @pytest.mark.parametrize("traced", [False, True])
 async def test_asked_and_deferred_calls_end_once_with_their_state(
     traced: bool, otelhooks_tracing: InMemoryTracing
@@ -582,7 +573,7 @@ async def test_asked_and_deferred_calls_end_once_with_their_state(
 
     def executor(answer: Any) -> ToolExecutor:
         return ToolExecutor(
-            _pay_registry(ran),
+            pay_tools(ran),
             hooks,
             tracer_provider=provider,
             meter_provider=meters,

@@ -256,7 +256,7 @@ def _unchanged(result: ToolResult) -> tuple[ToolResult, list[str]]:
 
 class CallTrace:
     """The trace of a call whose span does not record (the null object): its phases
-    (:attr:`before`, :attr:`run`, :attr:`after`, each each opened and closed once) have no span,
+    (:attr:`before`, :attr:`run`, :attr:`after`, each opened and closed once) have no span,
     and the call is counted when it ends. :class:`RecordingCallTrace` is the one that records.
     A trace keeps no state of the call's own (the call's state,
     :class:`~otelhooks.core.outcome.CallState`, times it and keeps its outcome), so the null
