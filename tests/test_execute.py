@@ -527,6 +527,48 @@ async def test_progress_updates_become_span_events_and_callbacks(
     assert all(A.EVENT_PROGRESS_CONTENT not in e for e in events)  # content is opt-in
 
 
+async def test_progress_is_a_span_event_with_no_callback_and_heard_by_nobody_untraced(
+    registry: ToolRegistry, executor: ToolExecutor, otelhooks_tracing: InMemoryTracing
+) -> None:
+    @registry.tool
+    def steps(ctx: ToolContext) -> str:
+        for pct in (50, 100):
+            ctx.progress({"percent": pct})
+        return "done"
+
+    result = await executor.execute(ToolCall("c1", "steps", {}))  # no on_update
+    assert result.content == "done"
+    run = otelhooks_tracing.child(otelhooks_tracing.tool_span(call_id="c1"), "run")
+    assert [e[A.EVENT_PROGRESS_INDEX] for e in otelhooks_tracing.events(run, A.EVENT_PROGRESS)] == [
+        1,
+        2,
+    ]
+    untraced = ToolExecutor(registry, tracer_provider=trace.NoOpTracerProvider())
+    updates: list[Any] = []
+    assert (await untraced.execute(ToolCall("c2", "steps", {}))).content == "done"
+    heard = await untraced.execute(
+        ToolCall("c3", "steps", {}), on_update=lambda call, u: updates.append((call.id, u))
+    )
+    assert heard.content == "done"
+    assert updates == [("c3", {"percent": 50}), ("c3", {"percent": 100})]
+
+
+def test_a_hooks_chain_is_made_anew_by_each_change_and_kept_in_between() -> None:
+    def deny(ctx: BeforeToolCallContext) -> None:
+        return None
+
+    hooks = Hooks()
+    empty = hooks.chain
+    assert hooks.snapshot() is empty and empty.hooks == ()
+    added = hooks.add(before=deny, name="deny")
+    first = hooks.chain
+    assert first is not empty and hooks.snapshot() is first and hooks.chain is first
+    assert [h.name for h in first.hooks] == [added.name]
+    hooks.remove(added)
+    assert hooks.chain is not first and hooks.chain.hooks == ()
+    assert [h.name for h in first.hooks] == [added.name]  # a chain taken before stays as it was
+
+
 async def test_content_capture_is_off_by_default(
     executor: ToolExecutor, otelhooks_tracing: InMemoryTracing, monkeypatch: pytest.MonkeyPatch
 ) -> None:

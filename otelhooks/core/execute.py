@@ -259,8 +259,7 @@ class ToolExecutor:
                 return ran
             if state.hooks.after:
                 return self._finish_later(prepared, ran)
-            phase.close()
-            trace.after.empty()  # no after-hook runs in it
+            trace.end_run()  # its after phase runs no hook
             outcome = _ran(prepared, ran[0], ran[1], None)
         except BaseException as exc:
             outcome = _stopped(state, exc, prepared)
@@ -418,13 +417,14 @@ class ToolExecutor:
         if bound is None or override is not None:  # the caller's or the model's bound
             bound = call_bound(override, allowed.arguments, tool, self.tool_timeout)
         timeout, in_thread = bound
+        hears = options.get("on_update") is not None or phase.hears_progress  # the progress
         try:
             value = state.tools.start(
                 tool,
                 allowed.arguments,
                 call.id,
                 state.signal if tool.context_param else signal,  # made only for a ToolContext
-                phase.reporter(call, options.get("on_update")),
+                phase.reporter(call, options.get("on_update")) if hears else None,
                 state.trace.set_attributes if tool.context_param else None,
                 in_thread,
             )
@@ -475,7 +475,7 @@ class ToolExecutor:
         chain = options.get("hooks")
         if chain is None:
             own = self.hooks
-            chain = own.snapshot() if isinstance(own, Hooks) else own
+            chain = own.chain if isinstance(own, Hooks) else own
         if chain.requiring_scrubber:
             chain.check_scrubber(self.scrubber is not NO_SCRUBBING)
         if tool is not None:

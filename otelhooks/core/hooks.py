@@ -656,7 +656,9 @@ class Hooks:
         strict: bool = True,
     ) -> None:
         self._hooks: list[RegisteredHook] = []
-        self._snapshot: HookChain | None = None
+        self.chain = HookChain()
+        """The current registrations as an immutable :class:`HookChain`: made anew by each
+        :meth:`add` and :meth:`remove`, the same object in between (:meth:`snapshot`)."""
         self.registry = registry
         self.strict = strict
         for h in hooks:
@@ -743,7 +745,7 @@ class Hooks:
         if self.registry is not None and not registered.tools_later:
             check_tool_patterns([registered], self.registry.specs(), strict=self.strict)
         self._hooks.append(registered)
-        self._snapshot = None
+        self.chain = HookChain(self._hooks)
         return registered
 
     @overload
@@ -793,14 +795,12 @@ class Hooks:
     def remove(self, registered: RegisteredHook) -> None:
         """Unregister a hook (as returned by :meth:`add`)."""
         self._hooks.remove(registered)
-        self._snapshot = None
+        self.chain = HookChain(self._hooks)
 
     def snapshot(self) -> HookChain:
         """The current registrations as an immutable :class:`HookChain` (the same object until
-        they change)."""
-        if self._snapshot is None:
-            self._snapshot = HookChain(self._hooks)
-        return self._snapshot
+        they change: :attr:`chain`)."""
+        return self.chain
 
     def __len__(self) -> int:
         return len(self._hooks)

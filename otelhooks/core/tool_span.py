@@ -183,6 +183,10 @@ class NoPhase:
 
     __slots__ = ("_context", "_token")
 
+    hears_progress: Final = False
+    """Whether the phase records a tool's progress itself (:meth:`reporter` is then needed
+    even with no ``on_update``)."""
+
     def __init__(self, context: otel_context.Context | None) -> None:
         self._context = context
 
@@ -313,10 +317,16 @@ class CallTrace:
         else:
             tool = outcome.result.tool_name if plan is not None else A.UNKNOWN_TOOL
             attributes = tool_call_attributes(tool, outcome.decision, error_type)
-        self._recorder.instruments.record_tool_call(attributes, seconds)
+        instruments = self._recorder.instruments  # the mapping is kept by the SDK's aggregation
+        instruments.tool_calls.add(1, attributes)
+        instruments.tool_duration.record(seconds, attributes)
 
     def close(self) -> None:
         """End the span (a span that does not record has nothing to end)."""
+
+    def end_run(self) -> None:
+        """Close the run phase of a call no after-hook runs for (its after phase empty): the
+        null trace's phases have nothing to close."""
 
 
 class SampledOutCallTrace(CallTrace):
@@ -330,6 +340,10 @@ class SampledOutCallTrace(CallTrace):
         self.span = span
         self.context = context
         self.run = NoPhase(context)
+
+    def end_run(self) -> None:
+        """Close the run phase (its context leaves); the after phase has nothing."""
+        self.run.close()
 
 
 def _mark_error(span: Span, error_type: str, message: str) -> None:
@@ -371,6 +385,11 @@ class RecordingCallTrace(CallTrace):
         self.before = Phase(self, A.SPAN_BEFORE, before_current)
         self.run = Phase(self, A.SPAN_RUN, True)
         self.after = Phase(self, A.SPAN_AFTER, after_current)
+
+    def end_run(self) -> None:
+        """Close the run phase; the after phase ends with no hook run in it."""
+        self.run.close()
+        self.after.empty()
 
     @property
     def scrubber(self) -> Scrubber:
@@ -514,6 +533,9 @@ class Phase:
     """The span of one phase of a call whose span records, started when the phase is entered."""
 
     __slots__ = ("_call", "_current", "_name", "_token", "span")
+
+    hears_progress: Final = True
+    """A tool's progress is a span event of the phase (:meth:`progress`)."""
 
     def __init__(self, call: RecordingCallTrace, name: str, current: bool) -> None:
         self._call = call

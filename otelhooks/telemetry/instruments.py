@@ -76,12 +76,6 @@ class Instruments:
         if output_tokens is not None:
             self.token_usage.record(output_tokens, {**attributes, GEN_AI_TOKEN_TYPE: "output"})
 
-    def record_tool_call(self, attributes: Mapping[str, Any], seconds: float) -> None:
-        """One tool call with its metric attributes (:func:`tool_call_attributes`; the mapping
-        is kept by the SDK's aggregation, and must not be changed afterwards)."""
-        self.tool_calls.add(1, attributes)
-        self.tool_duration.record(seconds, attributes)
-
 
 def tool_call_attributes(tool: str, decision: str | None, error_type: str | None) -> dict[str, Any]:
     """The attributes of one tool call's metric points: the tool, the outcome (``allow``,
