@@ -5,8 +5,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
-from benchmarks.baseline import CORE_BEFORE_ONE_PATH, core_at
+from benchmarks.baseline import CORE_BEFORE_ONE_PATH, README_SETUP_DAY, core_at, tree_at
 from benchmarks.floors import (
     default_hooks,
     make_floor,
@@ -106,6 +107,16 @@ def run(report: Report, quick: bool) -> None:
             ratio_ir = instructions[a] / instructions[b]
             report.results["overhead"][f"instructions_ratio_{a}_{b}"] = ratio_ir
             report.row(f"instructions {a} / {b}", f"{ratio_ir:.3f}×")
+        then = f"readme of {README_SETUP_DAY}"
+        if then in instructions:  # growth since that day: with the redactor held, and in all
+            held = instructions["readme-held"] / instructions[then]
+            report.results["overhead"]["instructions_ratio_readme_held_then"] = held
+            report.verdict(
+                f"instructions readme, {README_SETUP_DAY}'s redactor / {then}", held, 1.05
+            )
+            grown = instructions["readme"] / instructions[then]
+            report.results["overhead"]["instructions_ratio_readme_then"] = grown
+            report.row(f"instructions readme / {then}", f"{grown:.3f}×", "the redactor's growth in")
 
 
 def instructions_per_call(report: Report, quick: bool) -> dict[str, float] | None:
@@ -119,35 +130,46 @@ def instructions_per_call(report: Report, quick: bool) -> dict[str, float] | Non
         return None
     small, large = 50, 250
 
-    def count(side: str, n: int) -> subprocess.Popen[str]:
+    def count(side: str, n: int, cwd: Path = ROOT) -> subprocess.Popen[str]:
+        # the garbage collector off: its passes would make the count vary between runs
+        code = (
+            "import gc, runpy, sys; gc.disable(); "
+            f"sys.argv = ['instructions_child', {side!r}, '{n}']; "
+            "runpy.run_module('benchmarks.instructions_child', run_name='__main__')"
+        )
         return subprocess.Popen(
             [
                 "valgrind",
                 "--tool=callgrind",
                 "--callgrind-out-file=/dev/null",
                 sys.executable,
-                "-m",
-                "benchmarks.instructions_child",
-                side,
-                str(n),
+                "-c",
+                code,
             ],
-            cwd=ROOT,
+            cwd=cwd,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
         )
 
-    sides = ("readme", "same-work", "defaults", "minimal", "no-hooks", "spans")
+    then = tree_at(README_SETUP_DAY)
+    runs: dict[str, tuple[str, Path]] = {
+        side: (side, ROOT)
+        for side in ("readme", "same-work", "defaults", "minimal", "no-hooks", "spans")
+    }
+    if then is not None:  # the README set-up of that day, and today's with its redactor
+        runs[f"readme of {README_SETUP_DAY}"] = ("readme", then)
+        runs["readme-held"] = ("readme-held", ROOT)
     totals: dict[tuple[str, int], int] = {}
-    for side in sides:  # two at a time: one per core
-        procs = {n: count(side, n) for n in (small, large)}
+    for name, (side, cwd) in runs.items():  # two at a time: one per core
+        procs = {n: count(side, n, cwd) for n in (small, large)}
         for n, proc in procs.items():
             _, err = proc.communicate(timeout=1800)
             found = [line for line in err.splitlines() if "Collected :" in line]
             if proc.returncode != 0 or not found:
                 report.row("instructions (callgrind)", "failed", err[-200:])
                 return None
-            totals[(side, n)] = int(found[-1].rsplit(":", 1)[1])
+            totals[(name, n)] = int(found[-1].rsplit(":", 1)[1])
     return {
-        side: (totals[(side, large)] - totals[(side, small)]) / (large - small) for side in sides
+        name: (totals[(name, large)] - totals[(name, small)]) / (large - small) for name in runs
     }

@@ -82,8 +82,9 @@ def make_logger(redactor: Redactor | None) -> Any:
 
 def default_hooks(redactor: Redactor, logger: Any) -> Hooks:
     """What the README turns on: redaction of results and one structlog event per call (the
-    executor gets the same redactor as its scrubber)."""
-    return Hooks([RedactionHook(redactor), StructlogEvents(logger)])
+    executor and the events get the same redactor: the README's is the default one, with the
+    same rules; a side that holds another redactor holds it in every place)."""
+    return Hooks([RedactionHook(redactor), StructlogEvents(logger, redactor=redactor)])
 
 
 _BASE = {

@@ -2,7 +2,9 @@
 
     valgrind --tool=callgrind python -m benchmarks.instructions_child SIDE N
 
-SIDE is readme (the README set-up), same-work (the same-work floor), defaults (default hooks
+SIDE is readme (the README set-up), readme-held (the same with the redactor of
+:data:`benchmarks.baseline.README_SETUP_DAY` in place of today's: the core's growth without the
+redactor's), same-work (the same-work floor), defaults (default hooks
 without span or log redaction), minimal (the minimal competent floor), no-hooks (an executor with
 no hooks and no scrubber: the bare machinery) or spans (the spans such an executor records, by
 hand).
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from benchmarks.baseline import README_SETUP_DAY, held_redactor
 from benchmarks.floors import (
     default_hooks,
     make_floor,
@@ -32,7 +35,11 @@ from otelhooks.builtin import Redactor
 
 def main(side: str, n: int) -> None:
     redactor = Redactor()
-    if side in ("readme", "same-work"):
+    if side == "readme-held":
+        redactor = held_redactor(README_SETUP_DAY)
+        if redactor is None:
+            raise SystemExit(f"no commit {README_SETUP_DAY} in this clone")
+    if side in ("readme", "readme-held", "same-work"):
         provider, logger = sdk_provider(redactor), make_logger(redactor)
     else:
         provider, logger = plain_provider(), make_logger(None)
