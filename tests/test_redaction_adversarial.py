@@ -111,6 +111,17 @@ def test_a_secret_returned_as_lines_is_removed_like_the_whole(secret: str, shape
     assert_removed(body, channels(shape(secret)))
 
 
+@pytest.mark.parametrize("secret", [PEM, PASSWORD_BLOCK], ids=["private key", "yaml block"])
+def test_lines_are_read_together_by_a_redactor_with_a_callback(secret: str) -> None:
+    """A callback sees every string; it does not turn off reading the lines as one text."""
+    seen: list[str] = []
+    redactor = Redactor(callback=lambda path, text: seen.append(text) or text.replace("bob", "b*"))
+    body = PEM_BODY if secret is PEM else "correct-horse-battery\nstaple-2026-x"
+    out, _ = redactor.redact({"lines": [*secret.splitlines(), "user bob"]})
+    assert leftover(body, json.dumps(out)) is None, out
+    assert out["lines"][-1] == "user b*" and len(seen) >= len(secret.splitlines()), seen
+
+
 def test_lines_that_hold_no_secret_together_are_kept() -> None:
     lines = ["-----BEGIN CERTIFICATE-----", "just a note", "password policy: 12 characters"]
     assert Redactor().redact(lines) == (lines, [])

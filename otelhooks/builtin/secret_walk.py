@@ -168,9 +168,8 @@ class Walk:
         items = list(value)
         lines: list[int] = []
         changed = False
-        plain = self.redactor.callback is None
         for i, item in enumerate(items):
-            if plain and type(item) is str and item[:1] not in _JSON_START:
+            if type(item) is str and item[:1] not in _JSON_START:
                 lines.append(i)
                 continue
             new = self.value(item, at.item(f"{at.path}[{i}]"))
@@ -186,17 +185,15 @@ class Walk:
 
     def lines(self, items: list[Any], lines: list[int], at: At) -> bool:
         """The strings ``items[i]`` for ``i`` in ``lines``, read as one text joined by line
-        breaks, with what is found put back in place (each string also read on its own when
-        it holds escapes); whether any changed."""
+        breaks, with what is found put back in place; then each string also read on its own
+        when it holds escapes or the redactor has a callback (which sees every string); whether
+        any changed."""
         texts = [items[i] for i in lines]
         if len(texts) == 1:
             items[lines[0]] = self.text(texts[0], at.item(f"{at.path}[{lines[0]}]"))
             return items[lines[0]] is not texts[0]
         joined = "\n".join(texts)
         findings = self.redactor.pipeline.find(joined) if len(joined) >= MIN_SECRET_LEN else []
-        if "\\" in joined or "%" in joined:  # encoded secrets: each line decoded on its own
-            for i in lines:
-                items[i] = self.text(items[i], at.item(f"{at.path}[{i}]"))
         offset = 0
         for i, text in zip(lines, texts, strict=True):
             end = offset + len(text)
@@ -205,10 +202,13 @@ class Walk:
                 for f in findings
                 if (a := max(f.start, offset)) < (b := min(f.end, end))
             ]
-            if local and items[i] is text:
+            if local:
                 items[i] = replace_findings(text, merge(text, local))[0]
                 self.paths.append(f"{at.path}[{i}]")
             offset = end + 1
+        if "\\" in joined or "%" in joined or self.redactor.callback is not None:
+            for i in lines:  # encoded secrets decoded line by line; the callback on each
+                items[i] = self.text(items[i], at.item(f"{at.path}[{i}]"))
         return any(items[i] is not text for i, text in zip(lines, texts, strict=True))
 
     def mapping(self, value: Mapping[Any, Any], at: At) -> Any:
