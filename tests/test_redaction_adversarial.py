@@ -127,6 +127,40 @@ def test_lines_that_hold_no_secret_together_are_kept() -> None:
     assert Redactor().redact(lines) == (lines, [])
 
 
+# -- a value named by its neighbour ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [["user", "bob"], ["password", "hunter2hunter2"]],
+        [("DB_PASSWORD", "hunter2hunter2")],
+        {
+            "env": [
+                {"name": "DB_PASSWORD", "value": "hunter2hunter2"},
+                {"name": "HOST", "value": "db"},
+            ]
+        },
+        [{"Key": "password", "Value": "hunter2hunter2"}],
+        json.dumps({"headers": [{"name": "Cookie", "value": "hunter2hunter2"}]}),
+    ],
+    ids=["list of pairs", "tuple pair", "Kubernetes env", "AWS tags", "HAR headers as JSON"],
+)
+def test_a_value_named_by_a_pair_or_a_record_is_redacted_like_a_mappings(value: Any) -> None:
+    assert_removed("hunter2hunter2", channels(value))
+
+
+def test_pairs_and_records_of_harmless_names_are_kept() -> None:
+    value = {
+        "pairs": [["user", "bob_the_builder_2026"], ("region", "us-east-1")],
+        "env": [{"name": "LOG_LEVEL", "value": "debug"}, {"Key": "team", "Value": "platform"}],
+    }
+    assert Redactor().redact(value) == (value, [])
+    out, paths = Redactor().redact({"env": [{"name": "API_TOKEN", "value": "hunter2hunter2"}]})
+    assert out == {"env": [{"name": "API_TOKEN", "value": "[REDACTED:token]"}]}
+    assert paths == ["env[0].value"]
+
+
 # -- details of every container type ------------------------------------------------------------
 
 

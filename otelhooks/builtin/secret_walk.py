@@ -173,6 +173,11 @@ class Walk:
                 lines.append(i)
                 continue
             new = self.value(item, at.item(f"{at.path}[{i}]"))
+            if new is item and _is_pair(item):  # a (name, value) pair: a mapping's item
+                value_at = at.item(f"{at.path}[{i}][1]")
+                judged = self.named(item[0], item[1], value_at)
+                if judged is not item[1]:
+                    new = type(item)((item[0], judged))
             if new is not item:
                 items[i], changed = new, True
         if lines and self.lines(items, lines, at):
@@ -265,7 +270,29 @@ class Walk:
                 if new_key is not key:
                     del out[key]
                 out[new_key] = new
+        record = _record(value) if len(value) <= _RECORD_MAX else None
+        if record is not None and (out is None or out.get(record[1]) is value[record[1]]):
+            name_key, value_key = record
+            item = value[value_key]
+            sub_path = f"{path}.{value_key}" if path else str(value_key)
+            new = self.named(value[name_key], item, At(sub_path, at.depth, at.where, at.key))
+            if new is not item:
+                out = dict(value) if out is None else out
+                out[value_key] = new
         return out if out is not None else value
+
+    def named(self, name: str, item: str, at: At) -> str:
+        """``item`` judged as the value under the key ``name``: a record or a pair that names
+        its own value (``{"name": "DB_PASSWORD", "value": ...}``, ``("password", ...)``) is
+        read as the mapping ``{name: item}`` it stands for."""
+        before = len(self.paths)
+        one = {name: item}
+        new = self.mapping(one, At(at.path, at.depth + 1, at.where, at.key))
+        if new is one:
+            return item
+        del self.paths[before:]
+        self.paths.append(at.path or "$")
+        return next(iter(new.values()))  # type: ignore[no-any-return]
 
     def _item(self, field: Field, at: At) -> Any:
         """A mapping's value no detector judged whole: walked (an identifier the model chose
@@ -310,6 +337,28 @@ class Walk:
             if kind is not None:
                 return kind
         return None
+
+
+_RECORD_MAX: Final = 4  # a record that names its value has few other fields
+_NAME_KEYS: Final = ("name", "Name", "key", "Key")
+_VALUE_KEYS: Final = ("value", "Value")
+
+
+def _record(value: Mapping[Any, Any]) -> tuple[str, str] | None:
+    """The keys of a record that names its own value (Kubernetes' env and HAR's headers
+    ``{"name": ..., "value": ...}``, AWS tags ``{"Key": ..., "Value": ...}``): the name's key
+    and the value's, when the name and the value are strings; else ``None``."""
+    for name_key in _NAME_KEYS:
+        if type(value.get(name_key)) is str:
+            for value_key in _VALUE_KEYS:
+                if type(value.get(value_key)) is str:
+                    return name_key, value_key
+    return None
+
+
+def _is_pair(item: Any) -> bool:
+    """Whether ``item`` is a list or tuple of two strings (``dict.items()`` as a list)."""
+    return type(item) in (list, tuple) and len(item) == 2 and all(type(i) is str for i in item)
 
 
 def _fields_of(value: Any) -> dict[str, Any] | None:
