@@ -112,6 +112,21 @@ def test_a_secret_returned_as_lines_is_removed_like_the_whole(secret: str, shape
 
 
 @pytest.mark.parametrize("secret", [PEM, PASSWORD_BLOCK], ids=["private key", "yaml block"])
+def test_the_json_text_of_a_long_list_of_lines_is_read_like_the_list(secret: str) -> None:
+    """A file of a few hundred lines returned as ``json.dumps(lines)``: past the size up to
+    which any JSON is walked as structure, its lines are still read as one text."""
+    from otelhooks.builtin.secret_walk import MAX_JSON_WALK
+
+    lines = [f"{i:05d} INFO request served in {i % 97} ms" for i in range(800)]
+    lines[400:400] = secret.splitlines()
+    text = json.dumps(lines)
+    assert len(text) > MAX_JSON_WALK
+    body = PEM_BODY if secret is PEM else "correct-horse-battery\nstaple-2026-x"
+    assert_removed(body, channels(text))
+    assert json.loads(Redactor().scrub_value(text))[:400] == lines[:400]
+
+
+@pytest.mark.parametrize("secret", [PEM, PASSWORD_BLOCK], ids=["private key", "yaml block"])
 def test_lines_are_read_together_by_a_redactor_with_a_callback(secret: str) -> None:
     """A callback sees every string; it does not turn off reading the lines as one text."""
     seen: list[str] = []

@@ -1,8 +1,9 @@
 """Walking a value as the model, a span and a log line will see it, redacting what the
 detectors find in it (:meth:`otelhooks.builtin.redaction.Redactor.redact`).
 
-* a string is read as text, or, when it holds JSON of an object or an array, walked as that
-  structure (and written back as JSON when something in it changed);
+* a string is read as text, or, when it holds JSON of an object or an array (up to 16 KB; the
+  JSON of a list of strings up to 128 KB), walked as that structure (and written back as JSON
+  when something in it changed);
 * a mapping's values are judged whole by the detectors that judge values (a credential's name,
   a Kubernetes Secret), else walked, then judged by those that judge what nothing was found in
   (evidence in the mapping); its keys are read like values (a secret used as a key);
@@ -37,6 +38,7 @@ from .secret_detectors import (
 MIN_SECRET_LEN: Final = 8
 MAX_DEPTH: Final = 64
 MAX_JSON_WALK: Final = 16_384  # JSON text up to this size is walked as structure
+MAX_LINES_WALK: Final = 131_072  # ... and the JSON text of a list of strings up to this size
 _INERT: Final = frozenset({bool, int, float})
 _JSON_START: Final = ("{", "[")
 _UNSET: Final = object()
@@ -131,7 +133,7 @@ class Walk:
         redactor = self.redactor
         if (
             value[:1] in _JSON_START
-            and len(value) <= MAX_JSON_WALK
+            and (len(value) <= MAX_JSON_WALK or _lines_json(value))
             and at.depth <= MAX_DEPTH
             and not redactor.cache.is_known(value)
         ):
@@ -139,6 +141,8 @@ class Walk:
                 decoded = json.loads(value)
             except ValueError:
                 decoded = None
+            if len(value) > MAX_JSON_WALK and not _all_strings(decoded):
+                decoded = None  # a large document is read as text
             if isinstance(decoded, (dict, list)):
                 before = len(self.paths)
                 new = self.value(decoded, At(at.path, at.depth + 1, at.where, at.key))
@@ -337,6 +341,17 @@ class Walk:
             if kind is not None:
                 return kind
         return None
+
+
+def _lines_json(text: str) -> bool:
+    """Whether a text longer than :data:`MAX_JSON_WALK` may be the JSON of a list of lines
+    (``json.dumps(text.splitlines())``), to be walked as one: a private key or a password
+    block in it is read over its lines, as in the list itself."""
+    return len(text) <= MAX_LINES_WALK and text[:1] == "[" and text[1:64].lstrip()[:1] == '"'
+
+
+def _all_strings(value: Any) -> bool:
+    return type(value) is list and all(type(item) is str for item in value)
 
 
 _RECORD_MAX: Final = 4  # a record that names its value has few other fields
