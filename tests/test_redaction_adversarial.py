@@ -137,6 +137,31 @@ def test_lines_are_read_together_by_a_redactor_with_a_callback(secret: str) -> N
     assert out["lines"][-1] == "user b*" and len(seen) >= len(secret.splitlines()), seen
 
 
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda s: [{"line": i, "text": line} for i, line in enumerate(s.splitlines(), 1)],
+        lambda s: list(enumerate(s.splitlines(), 1)),
+        lambda s: tuple((f"id_rsa:{i}", line) for i, line in enumerate(s.splitlines(), 1)),
+        lambda s: json.dumps({"matches": [{"n": i, "t": x} for i, x in enumerate(s.split("\n"))]}),
+    ],
+    ids=["records", "enumerate", "rows", "JSON of records"],
+)
+@pytest.mark.parametrize("secret", [PEM, PASSWORD_BLOCK], ids=["private key", "yaml block"])
+def test_a_secret_returned_one_record_per_line_is_removed_like_the_whole(
+    secret: str, shape: Any
+) -> None:
+    body = PEM_BODY if secret is PEM else "correct-horse-battery\nstaple-2026-x"
+    assert_removed(body, channels(shape(secret)))
+
+
+def test_records_that_hold_no_secret_together_are_kept() -> None:
+    rows = [{"line": i, "text": t} for i, t in enumerate(["-----BEGIN CERTIFICATE-----", "ok"])]
+    assert Redactor().redact(rows) == (rows, [])
+    pairs = [("id_rsa.pub", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5"), ("notes", "password policy")]
+    assert Redactor().redact(pairs) == (pairs, [])
+
+
 def test_lines_that_hold_no_secret_together_are_kept() -> None:
     lines = ["-----BEGIN CERTIFICATE-----", "just a note", "password policy: 12 characters"]
     assert Redactor().redact(lines) == (lines, [])

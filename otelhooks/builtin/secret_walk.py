@@ -186,6 +186,8 @@ class Walk:
                 items[i], changed = new, True
         if lines and self.lines(items, lines, at):
             changed = True
+        if len(items) > 1 and self.columns(value, items, at):
+            changed = True
         if not changed:
             return value
         if isinstance(value, tuple):
@@ -203,22 +205,60 @@ class Walk:
             return items[lines[0]] is not texts[0]
         joined = "\n".join(texts)
         findings = self.redactor.pipeline.find(joined) if len(joined) >= MIN_SECRET_LEN else []
-        offset = 0
-        for i, text in zip(lines, texts, strict=True):
-            end = offset + len(text)
-            local = [
-                Finding(a - offset, b - offset, f.kind, f.detector, f.priority)
-                for f in findings
-                if (a := max(f.start, offset)) < (b := min(f.end, end))
-            ]
+        for i, text, local in zip(lines, texts, _per_line(texts, findings), strict=True):
             if local:
                 items[i] = replace_findings(text, merge(text, local))[0]
                 self.paths.append(f"{at.path}[{i}]")
-            offset = end + 1
         if "\\" in joined or "%" in joined or self.redactor.callback is not None:
             for i in lines:  # encoded secrets decoded line by line; the callback on each
                 items[i] = self.text(items[i], at.item(f"{at.path}[{i}]"))
         return any(items[i] is not text for i, text in zip(lines, texts, strict=True))
+
+    def columns(self, value: list[Any] | tuple[Any, ...], items: list[Any], at: At) -> bool:
+        """The strings at one key of the dicts of ``value`` (or one place of its lists and
+        tuples), read as one text joined by line breaks, with what is found put in place in
+        ``items`` (``value``'s items as walked one by one), each such string then read again on
+        its own: a private key returned as one record per line (``[{"line": 1, "text":
+        "-----BEGIN ..."}, ...]``, ``list(enumerate(lines))``) is one secret, as in a list of
+        lines; whether any changed."""
+        cells: dict[tuple[bool, Any], list[int]] = {}
+        for i, item in enumerate(value):
+            kind = type(item)
+            if kind is dict:
+                pairs: Any = item.items()
+            elif kind is list or kind is tuple:
+                pairs = enumerate(item)
+            else:
+                continue
+            for key, cell in pairs:
+                if type(cell) is str and cell[:1] not in _JSON_START:
+                    cells.setdefault((kind is dict, key), []).append(i)
+        changed = False
+        for (keyed, key), rows in cells.items():
+            texts = [value[i][key] for i in rows]
+            joined = "\n".join(texts)
+            if len(rows) < 2 or len(joined) < MIN_SECRET_LEN:
+                continue
+            findings = self.redactor.pipeline.find(joined)
+            for i, text, local in zip(rows, texts, _per_line(texts, findings), strict=True):
+                if not local:
+                    continue
+                item = items[i]
+                if type(item) is not type(value[i]):
+                    continue  # replaced whole by its walk
+                path = f"{at.path}[{i}].{key}" if keyed else f"{at.path}[{i}][{key}]"
+                new = replace_findings(text, merge(text, local))[0]
+                before = len(self.paths)
+                new = self.text(new, at.item(path))
+                del self.paths[before:]
+                if keyed:
+                    items[i] = {**item, key: new}
+                else:
+                    items[i] = type(item)(new if j == key else c for j, c in enumerate(item))
+                if path not in self.paths:
+                    self.paths.append(path)
+                changed = True
+        return changed
 
     def mapping(self, value: Mapping[Any, Any], at: At) -> Any:
         """A mapping's items: each value judged, walked or judged again; each key read."""
@@ -341,6 +381,23 @@ class Walk:
             if kind is not None:
                 return kind
         return None
+
+
+def _per_line(texts: list[str], findings: list[Finding]) -> list[list[Finding]]:
+    """``findings`` in the texts joined by line breaks, as findings in each text."""
+    out: list[list[Finding]] = []
+    offset = 0
+    for text in texts:
+        end = offset + len(text)
+        out.append(
+            [
+                Finding(a - offset, b - offset, f.kind, f.detector, f.priority)
+                for f in findings
+                if (a := max(f.start, offset)) < (b := min(f.end, end))
+            ]
+        )
+        offset = end + 1
+    return out
 
 
 def _lines_json(text: str) -> bool:
