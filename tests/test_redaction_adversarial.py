@@ -111,16 +111,20 @@ def test_a_secret_returned_as_lines_is_removed_like_the_whole(secret: str, shape
     assert_removed(body, channels(shape(secret)))
 
 
+@pytest.mark.parametrize("count", [800, 8000], ids=["past 16 KB", "past two pieces"])
 @pytest.mark.parametrize("secret", [PEM, PASSWORD_BLOCK], ids=["private key", "yaml block"])
-def test_the_json_text_of_a_long_list_of_lines_is_read_like_the_list(secret: str) -> None:
-    """A file of a few hundred lines returned as ``json.dumps(lines)``: past the size up to
-    which any JSON is walked as structure, its lines are still read as one text."""
+def test_the_json_text_of_a_long_list_of_lines_is_read_like_the_list(
+    secret: str, count: int
+) -> None:
+    """A file returned as ``json.dumps(lines)``: past the size up to which any JSON is walked
+    as structure, its lines are still read as one text (in pieces when it is large)."""
+    from otelhooks.builtin.redaction import CHUNK
     from otelhooks.builtin.secret_walk import MAX_JSON_WALK
 
-    lines = [f"{i:05d} INFO request served in {i % 97} ms" for i in range(800)]
-    lines[400:400] = secret.splitlines()
+    lines = [f"{i:05d} INFO request served in {i % 97} ms" for i in range(count)]
+    lines[count // 2 : count // 2] = secret.splitlines()
     text = json.dumps(lines)
-    assert len(text) > MAX_JSON_WALK
+    assert len(text) > (MAX_JSON_WALK if count < 1000 else 2 * CHUNK)
     body = PEM_BODY if secret is PEM else "correct-horse-battery\nstaple-2026-x"
     assert_removed(body, channels(text))
     assert json.loads(Redactor().scrub_value(text))[:400] == lines[:400]

@@ -2,7 +2,7 @@
 detectors find in it (:meth:`otelhooks.builtin.redaction.Redactor.redact`).
 
 * a string is read as text, or, when it holds JSON of an object or an array (up to 16 KB; the
-  JSON of a list of strings up to 128 KB), walked as that structure (and written back as JSON
+  JSON of a list of strings at any size), walked as that structure (and written back as JSON
   when something in it changed);
 * a mapping's values are judged whole by the detectors that judge values (a credential's name,
   a Kubernetes Secret), else walked, then judged by those that judge what nothing was found in
@@ -38,7 +38,6 @@ from .secret_detectors import (
 MIN_SECRET_LEN: Final = 8
 MAX_DEPTH: Final = 64
 MAX_JSON_WALK: Final = 16_384  # JSON text up to this size is walked as structure
-MAX_LINES_WALK: Final = 131_072  # ... and the JSON text of a list of strings up to this size
 _INERT: Final = frozenset({bool, int, float})
 _JSON_START: Final = ("{", "[")
 _UNSET: Final = object()
@@ -64,6 +63,10 @@ class Redacting(Walker, Protocol):
 
     def redact_text(self, text: str, path: str = "") -> tuple[str, list[str]]:
         """A text with its secrets replaced, and their kinds."""
+        ...
+
+    def find(self, text: str) -> list[Finding]:
+        """What the detectors find in a text (a large one read in pieces)."""
         ...
 
     def redact_identifier(self, text: str, path: str = "") -> tuple[str, list[str]]:
@@ -204,7 +207,7 @@ class Walk:
             items[lines[0]] = self.text(texts[0], at.item(f"{at.path}[{lines[0]}]"))
             return items[lines[0]] is not texts[0]
         joined = "\n".join(texts)
-        findings = self.redactor.pipeline.find(joined) if len(joined) >= MIN_SECRET_LEN else []
+        findings = self.redactor.find(joined)
         for i, text, local in zip(lines, texts, _per_line(texts, findings), strict=True):
             if local:
                 items[i] = replace_findings(text, merge(text, local))[0]
@@ -239,7 +242,7 @@ class Walk:
             joined = "\n".join(texts)
             if len(rows) < 2 or len(joined) < MIN_SECRET_LEN:
                 continue
-            findings = self.redactor.pipeline.find(joined)
+            findings = self.redactor.find(joined)
             for i, text, local in zip(rows, texts, _per_line(texts, findings), strict=True):
                 if not local:
                     continue
@@ -404,7 +407,7 @@ def _lines_json(text: str) -> bool:
     """Whether a text longer than :data:`MAX_JSON_WALK` may be the JSON of a list of lines
     (``json.dumps(text.splitlines())``), to be walked as one: a private key or a password
     block in it is read over its lines, as in the list itself."""
-    return len(text) <= MAX_LINES_WALK and text[:1] == "[" and text[1:64].lstrip()[:1] == '"'
+    return text[:1] == "[" and text[1:64].lstrip()[:1] == '"'
 
 
 def _all_strings(value: Any) -> bool:
