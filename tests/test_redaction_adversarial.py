@@ -111,9 +111,98 @@ def test_a_secret_returned_as_lines_is_removed_like_the_whole(secret: str, shape
     assert_removed(body, channels(shape(secret)))
 
 
+@pytest.mark.parametrize("count", [800, 8000], ids=["past 16 KB", "past two pieces"])
+@pytest.mark.parametrize("secret", [PEM, PASSWORD_BLOCK], ids=["private key", "yaml block"])
+def test_the_json_text_of_a_long_list_of_lines_is_read_like_the_list(
+    secret: str, count: int
+) -> None:
+    """A file returned as ``json.dumps(lines)``: past the size up to which any JSON is walked
+    as structure, its lines are still read as one text (in pieces when it is large)."""
+    from otelhooks.builtin.redaction import CHUNK
+    from otelhooks.builtin.secret_walk import MAX_JSON_WALK
+
+    lines = [f"{i:05d} INFO request served in {i % 97} ms" for i in range(count)]
+    lines[count // 2 : count // 2] = secret.splitlines()
+    text = json.dumps(lines)
+    assert len(text) > (MAX_JSON_WALK if count < 1000 else 2 * CHUNK)
+    body = PEM_BODY if secret is PEM else "correct-horse-battery\nstaple-2026-x"
+    assert_removed(body, channels(text))
+    assert json.loads(Redactor().scrub_value(text))[:400] == lines[:400]
+
+
+@pytest.mark.parametrize("secret", [PEM, PASSWORD_BLOCK], ids=["private key", "yaml block"])
+def test_lines_are_read_together_by_a_redactor_with_a_callback(secret: str) -> None:
+    """A callback sees every string; it does not turn off reading the lines as one text."""
+    seen: list[str] = []
+    redactor = Redactor(callback=lambda path, text: seen.append(text) or text.replace("bob", "b*"))
+    body = PEM_BODY if secret is PEM else "correct-horse-battery\nstaple-2026-x"
+    out, _ = redactor.redact({"lines": [*secret.splitlines(), "user bob"]})
+    assert leftover(body, json.dumps(out)) is None, out
+    assert out["lines"][-1] == "user b*" and len(seen) >= len(secret.splitlines()), seen
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda s: [{"line": i, "text": line} for i, line in enumerate(s.splitlines(), 1)],
+        lambda s: list(enumerate(s.splitlines(), 1)),
+        lambda s: tuple((f"id_rsa:{i}", line) for i, line in enumerate(s.splitlines(), 1)),
+        lambda s: json.dumps({"matches": [{"n": i, "t": x} for i, x in enumerate(s.split("\n"))]}),
+    ],
+    ids=["records", "enumerate", "rows", "JSON of records"],
+)
+@pytest.mark.parametrize("secret", [PEM, PASSWORD_BLOCK], ids=["private key", "yaml block"])
+def test_a_secret_returned_one_record_per_line_is_removed_like_the_whole(
+    secret: str, shape: Any
+) -> None:
+    body = PEM_BODY if secret is PEM else "correct-horse-battery\nstaple-2026-x"
+    assert_removed(body, channels(shape(secret)))
+
+
+def test_records_that_hold_no_secret_together_are_kept() -> None:
+    rows = [{"line": i, "text": t} for i, t in enumerate(["-----BEGIN CERTIFICATE-----", "ok"])]
+    assert Redactor().redact(rows) == (rows, [])
+    pairs = [("id_rsa.pub", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5"), ("notes", "password policy")]
+    assert Redactor().redact(pairs) == (pairs, [])
+
+
 def test_lines_that_hold_no_secret_together_are_kept() -> None:
     lines = ["-----BEGIN CERTIFICATE-----", "just a note", "password policy: 12 characters"]
     assert Redactor().redact(lines) == (lines, [])
+
+
+# -- a value named by its neighbour ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [["user", "bob"], ["password", "hunter2hunter2"]],
+        [("DB_PASSWORD", "hunter2hunter2")],
+        {
+            "env": [
+                {"name": "DB_PASSWORD", "value": "hunter2hunter2"},
+                {"name": "HOST", "value": "db"},
+            ]
+        },
+        [{"Key": "password", "Value": "hunter2hunter2"}],
+        json.dumps({"headers": [{"name": "Cookie", "value": "hunter2hunter2"}]}),
+    ],
+    ids=["list of pairs", "tuple pair", "Kubernetes env", "AWS tags", "HAR headers as JSON"],
+)
+def test_a_value_named_by_a_pair_or_a_record_is_redacted_like_a_mappings(value: Any) -> None:
+    assert_removed("hunter2hunter2", channels(value))
+
+
+def test_pairs_and_records_of_harmless_names_are_kept() -> None:
+    value = {
+        "pairs": [["user", "bob_the_builder_2026"], ("region", "us-east-1")],
+        "env": [{"name": "LOG_LEVEL", "value": "debug"}, {"Key": "team", "Value": "platform"}],
+    }
+    assert Redactor().redact(value) == (value, [])
+    out, paths = Redactor().redact({"env": [{"name": "API_TOKEN", "value": "hunter2hunter2"}]})
+    assert out == {"env": [{"name": "API_TOKEN", "value": "[REDACTED:token]"}]}
+    assert paths == ["env[0].value"]
 
 
 # -- details of every container type ------------------------------------------------------------

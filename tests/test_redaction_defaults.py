@@ -105,6 +105,36 @@ def test_setup_tracing_scrubs_spans_by_default_and_false_turns_it_off() -> None:
         setup.shutdown()
 
 
+def test_spans_are_scrubbed_under_a_tracer_provider_the_user_configured() -> None:
+    """No ``setup_tracing``, no span processor of otelhooks', no scrubber given: what the
+    executor writes on its spans (arguments, result, a handler's error) is still redacted."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    registry = ToolRegistry()
+
+    @registry.tool
+    def emit(note: str) -> str:
+        """Return a secret."""
+        return f"token {TOKEN}"
+
+    @registry.tool
+    def fail(note: str) -> str:
+        """Raise with a secret."""
+        raise RuntimeError(f"upstream refused {TOKEN}")
+
+    executor = ToolExecutor(registry, Hooks(), tracer_provider=provider, capture_content=True)
+    for name in ("emit", "fail"):
+        asyncio.run(executor.execute(ToolCall("c1", name, {"note": f"key {TOKEN}"})))
+    spans = "\n".join(s.to_json() for s in exporter.get_finished_spans())
+    assert "[REDACTED:github_token]" in spans and "upstream refused" in spans
+    assert TOKEN[4:16] not in spans
+
+
 def test_the_structlog_events_scrub_their_fields_whoever_configured_structlog() -> None:
     registry = ToolRegistry()
 

@@ -301,10 +301,14 @@ class Redactor:
         return new_text, kinds
 
     def _scan(self, text: str) -> tuple[str, list[str]]:
-        if len(text) < _MIN_SECRET_LEN:
-            return text, []
-        findings = self.pipeline.find(text) if len(text) <= 2 * CHUNK else self._chunked(text)
+        findings = self.find(text)
         return replace_findings(text, findings) if findings else (text, [])
+
+    def find(self, text: str) -> list[Finding]:
+        """What the detectors find in ``text`` (a large text read in pieces)."""
+        if len(text) < _MIN_SECRET_LEN:
+            return []
+        return self.pipeline.find(text) if len(text) <= 2 * CHUNK else self._chunked(text)
 
     def _chunked(self, text: str) -> list[Finding]:
         """The findings of a large text, read in pieces of :data:`CHUNK` characters that end

@@ -1,8 +1,9 @@
 """Walking a value as the model, a span and a log line will see it, redacting what the
 detectors find in it (:meth:`otelhooks.builtin.redaction.Redactor.redact`).
 
-* a string is read as text, or, when it holds JSON of an object or an array, walked as that
-  structure (and written back as JSON when something in it changed);
+* a string is read as text, or, when it holds JSON of an object or an array (up to 16 KB; the
+  JSON of a list of strings at any size), walked as that structure (and written back as JSON
+  when something in it changed);
 * a mapping's values are judged whole by the detectors that judge values (a credential's name,
   a Kubernetes Secret), else walked, then judged by those that judge what nothing was found in
   (evidence in the mapping); its keys are read like values (a secret used as a key);
@@ -62,6 +63,10 @@ class Redacting(Walker, Protocol):
 
     def redact_text(self, text: str, path: str = "") -> tuple[str, list[str]]:
         """A text with its secrets replaced, and their kinds."""
+        ...
+
+    def find(self, text: str) -> list[Finding]:
+        """What the detectors find in a text (a large one read in pieces)."""
         ...
 
     def redact_identifier(self, text: str, path: str = "") -> tuple[str, list[str]]:
@@ -131,7 +136,7 @@ class Walk:
         redactor = self.redactor
         if (
             value[:1] in _JSON_START
-            and len(value) <= MAX_JSON_WALK
+            and (len(value) <= MAX_JSON_WALK or _lines_json(value))
             and at.depth <= MAX_DEPTH
             and not redactor.cache.is_known(value)
         ):
@@ -139,6 +144,8 @@ class Walk:
                 decoded = json.loads(value)
             except ValueError:
                 decoded = None
+            if len(value) > MAX_JSON_WALK and not _all_strings(decoded):
+                decoded = None  # a large document is read as text
             if isinstance(decoded, (dict, list)):
                 before = len(self.paths)
                 new = self.value(decoded, At(at.path, at.depth + 1, at.where, at.key))
@@ -168,15 +175,21 @@ class Walk:
         items = list(value)
         lines: list[int] = []
         changed = False
-        plain = self.redactor.callback is None
         for i, item in enumerate(items):
-            if plain and type(item) is str and item[:1] not in _JSON_START:
+            if type(item) is str and item[:1] not in _JSON_START:
                 lines.append(i)
                 continue
             new = self.value(item, at.item(f"{at.path}[{i}]"))
+            if new is item and _is_pair(item):  # a (name, value) pair: a mapping's item
+                value_at = at.item(f"{at.path}[{i}][1]")
+                judged = self.named(item[0], item[1], value_at)
+                if judged is not item[1]:
+                    new = type(item)((item[0], judged))
             if new is not item:
                 items[i], changed = new, True
         if lines and self.lines(items, lines, at):
+            changed = True
+        if len(items) > 1 and self.columns(value, items, at):
             changed = True
         if not changed:
             return value
@@ -186,30 +199,69 @@ class Walk:
 
     def lines(self, items: list[Any], lines: list[int], at: At) -> bool:
         """The strings ``items[i]`` for ``i`` in ``lines``, read as one text joined by line
-        breaks, with what is found put back in place (each string also read on its own when
-        it holds escapes); whether any changed."""
+        breaks, with what is found put back in place; then each string also read on its own
+        when it holds escapes or the redactor has a callback (which sees every string); whether
+        any changed."""
         texts = [items[i] for i in lines]
         if len(texts) == 1:
             items[lines[0]] = self.text(texts[0], at.item(f"{at.path}[{lines[0]}]"))
             return items[lines[0]] is not texts[0]
         joined = "\n".join(texts)
-        findings = self.redactor.pipeline.find(joined) if len(joined) >= MIN_SECRET_LEN else []
-        if "\\" in joined or "%" in joined:  # encoded secrets: each line decoded on its own
-            for i in lines:
-                items[i] = self.text(items[i], at.item(f"{at.path}[{i}]"))
-        offset = 0
-        for i, text in zip(lines, texts, strict=True):
-            end = offset + len(text)
-            local = [
-                Finding(a - offset, b - offset, f.kind, f.detector, f.priority)
-                for f in findings
-                if (a := max(f.start, offset)) < (b := min(f.end, end))
-            ]
-            if local and items[i] is text:
+        findings = self.redactor.find(joined)
+        for i, text, local in zip(lines, texts, _per_line(texts, findings), strict=True):
+            if local:
                 items[i] = replace_findings(text, merge(text, local))[0]
                 self.paths.append(f"{at.path}[{i}]")
-            offset = end + 1
+        if "\\" in joined or "%" in joined or self.redactor.callback is not None:
+            for i in lines:  # encoded secrets decoded line by line; the callback on each
+                items[i] = self.text(items[i], at.item(f"{at.path}[{i}]"))
         return any(items[i] is not text for i, text in zip(lines, texts, strict=True))
+
+    def columns(self, value: list[Any] | tuple[Any, ...], items: list[Any], at: At) -> bool:
+        """The strings at one key of the dicts of ``value`` (or one place of its lists and
+        tuples), read as one text joined by line breaks, with what is found put in place in
+        ``items`` (``value``'s items as walked one by one), each such string then read again on
+        its own: a private key returned as one record per line (``[{"line": 1, "text":
+        "-----BEGIN ..."}, ...]``, ``list(enumerate(lines))``) is one secret, as in a list of
+        lines; whether any changed."""
+        cells: dict[tuple[bool, Any], list[int]] = {}
+        for i, item in enumerate(value):
+            kind = type(item)
+            if kind is dict:
+                pairs: Any = item.items()
+            elif kind is list or kind is tuple:
+                pairs = enumerate(item)
+            else:
+                continue
+            for key, cell in pairs:
+                if type(cell) is str and cell[:1] not in _JSON_START:
+                    cells.setdefault((kind is dict, key), []).append(i)
+        changed = False
+        for (keyed, key), rows in cells.items():
+            texts = [value[i][key] for i in rows]
+            joined = "\n".join(texts)
+            if len(rows) < 2 or len(joined) < MIN_SECRET_LEN:
+                continue
+            findings = self.redactor.find(joined)
+            for i, text, local in zip(rows, texts, _per_line(texts, findings), strict=True):
+                if not local:
+                    continue
+                item = items[i]
+                if type(item) is not type(value[i]):
+                    continue  # replaced whole by its walk
+                path = f"{at.path}[{i}].{key}" if keyed else f"{at.path}[{i}][{key}]"
+                new = replace_findings(text, merge(text, local))[0]
+                before = len(self.paths)
+                new = self.text(new, at.item(path))
+                del self.paths[before:]
+                if keyed:
+                    items[i] = {**item, key: new}
+                else:
+                    items[i] = type(item)(new if j == key else c for j, c in enumerate(item))
+                if path not in self.paths:
+                    self.paths.append(path)
+                changed = True
+        return changed
 
     def mapping(self, value: Mapping[Any, Any], at: At) -> Any:
         """A mapping's items: each value judged, walked or judged again; each key read."""
@@ -265,7 +317,29 @@ class Walk:
                 if new_key is not key:
                     del out[key]
                 out[new_key] = new
+        record = _record(value) if len(value) <= _RECORD_MAX else None
+        if record is not None and (out is None or out.get(record[1]) is value[record[1]]):
+            name_key, value_key = record
+            item = value[value_key]
+            sub_path = f"{path}.{value_key}" if path else str(value_key)
+            new = self.named(value[name_key], item, At(sub_path, at.depth, at.where, at.key))
+            if new is not item:
+                out = dict(value) if out is None else out
+                out[value_key] = new
         return out if out is not None else value
+
+    def named(self, name: str, item: str, at: At) -> str:
+        """``item`` judged as the value under the key ``name``: a record or a pair that names
+        its own value (``{"name": "DB_PASSWORD", "value": ...}``, ``("password", ...)``) is
+        read as the mapping ``{name: item}`` it stands for."""
+        before = len(self.paths)
+        one = {name: item}
+        new = self.mapping(one, At(at.path, at.depth + 1, at.where, at.key))
+        if new is one:
+            return item
+        del self.paths[before:]
+        self.paths.append(at.path or "$")
+        return next(iter(new.values()))  # type: ignore[no-any-return]
 
     def _item(self, field: Field, at: At) -> Any:
         """A mapping's value no detector judged whole: walked (an identifier the model chose
@@ -310,6 +384,56 @@ class Walk:
             if kind is not None:
                 return kind
         return None
+
+
+def _per_line(texts: list[str], findings: list[Finding]) -> list[list[Finding]]:
+    """``findings`` in the texts joined by line breaks, as findings in each text."""
+    out: list[list[Finding]] = []
+    offset = 0
+    for text in texts:
+        end = offset + len(text)
+        out.append(
+            [
+                Finding(a - offset, b - offset, f.kind, f.detector, f.priority)
+                for f in findings
+                if (a := max(f.start, offset)) < (b := min(f.end, end))
+            ]
+        )
+        offset = end + 1
+    return out
+
+
+def _lines_json(text: str) -> bool:
+    """Whether a text longer than :data:`MAX_JSON_WALK` may be the JSON of a list of lines
+    (``json.dumps(text.splitlines())``), to be walked as one: a private key or a password
+    block in it is read over its lines, as in the list itself."""
+    return text[:1] == "[" and text[1:64].lstrip()[:1] == '"'
+
+
+def _all_strings(value: Any) -> bool:
+    return type(value) is list and all(type(item) is str for item in value)
+
+
+_RECORD_MAX: Final = 4  # a record that names its value has few other fields
+_NAME_KEYS: Final = ("name", "Name", "key", "Key")
+_VALUE_KEYS: Final = ("value", "Value")
+
+
+def _record(value: Mapping[Any, Any]) -> tuple[str, str] | None:
+    """The keys of a record that names its own value (Kubernetes' env and HAR's headers
+    ``{"name": ..., "value": ...}``, AWS tags ``{"Key": ..., "Value": ...}``): the name's key
+    and the value's, when the name and the value are strings; else ``None``."""
+    for name_key in _NAME_KEYS:
+        if type(value.get(name_key)) is str:
+            for value_key in _VALUE_KEYS:
+                if type(value.get(value_key)) is str:
+                    return name_key, value_key
+    return None
+
+
+def _is_pair(item: Any) -> bool:
+    """Whether ``item`` is a list or tuple of two strings (``dict.items()`` as a list)."""
+    return type(item) in (list, tuple) and len(item) == 2 and all(type(i) is str for i in item)
 
 
 def _fields_of(value: Any) -> dict[str, Any] | None:
