@@ -838,3 +838,36 @@ def test_the_values_the_path_makes_without_their_constructors_have_every_field()
         "policies",
         "approval",
     )
+
+
+def test_an_instruments_subclass_overriding_the_removed_record_tool_call_is_refused() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from otelhooks.telemetry import Instruments
+
+    with pytest.raises(TypeError, match="record_tool_call is never called"):
+
+        class Counting(Instruments):  # an override the runtime would never call
+            def record_tool_call(self, attributes: Any, seconds: float) -> None:
+                pass
+
+    class Named(Instruments):  # other subclasses are fine, and their points recorded
+        pass
+
+    reader = InMemoryMetricReader()
+    registry = ToolRegistry()
+    registry.register(lambda text: text, name="echo")
+    executor = ToolExecutor(
+        registry,
+        tracer_provider=trace.NoOpTracerProvider(),
+        instruments=Named(MeterProvider(metric_readers=[reader])),
+    )
+    asyncio.run(executor.execute(ToolCall("c1", "echo", {"text": "hi"})))
+    names = {
+        m.name: sum(p.value if hasattr(p, "value") else p.count for p in m.data.data_points)
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+    }
+    assert names["otelhooks.tool.calls"] == 1 and names["otelhooks.tool.duration"] == 1

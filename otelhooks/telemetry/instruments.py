@@ -36,7 +36,17 @@ GEN_AI_TOKEN_TYPE: Final = A.GEN_AI_TOKEN_TYPE
 
 
 class Instruments:
-    """The instruments of one meter provider (the global one by default)."""
+    """The instruments of one meter provider (the global one by default). A tool call's points
+    go to :attr:`tool_calls` and :attr:`tool_duration` (one ``add`` and one ``record`` with the
+    same attributes, a mapping the SDK's aggregation keeps: never changed afterwards)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "record_tool_call" in vars(cls):  # an override nothing would call
+            raise TypeError(
+                f"{cls.__name__}.record_tool_call is never called: a tool call's points are "
+                "recorded on tool_calls and tool_duration; give instruments of your own there"
+            )
 
     def __init__(self, meter_provider: MeterProvider | None = None) -> None:
         meter = metrics.get_meter("otelhooks", __version__, meter_provider=meter_provider)
