@@ -871,3 +871,11 @@ def test_an_instruments_subclass_overriding_the_removed_record_tool_call_is_refu
         for m in sm.metrics
     }
     assert names["otelhooks.tool.calls"] == 1 and names["otelhooks.tool.duration"] == 1
+
+
+def test_a_hooks_subclass_overriding_snapshot_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"Hooks\.chain"):
+
+        class Filtered(Hooks):  # the runtime reads chain: this override would be skipped
+            def snapshot(self) -> Any:
+                return super().snapshot()

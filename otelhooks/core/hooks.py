@@ -648,6 +648,14 @@ class Hooks:
     ``strict=False`` makes them warnings). Agents check again when they start.
     """
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "snapshot" in vars(cls):  # the runtime reads chain, which add and remove make
+            raise TypeError(
+                f"{cls.__name__}.snapshot would not be asked per call: the runtime reads "
+                "Hooks.chain, made by add() and remove(); override those instead"
+            )
+
     def __init__(
         self,
         hooks: Iterable[Any] = (),
