@@ -3,9 +3,12 @@ were not tuned on, built by scripts/install-secret-heldout.sh (``OTELHOOKS_SECRE
 
 **The split** (written down before any tuning; :data:`SPLIT`). The rules are tuned on gitleaks'
 rule samples, Nosey Parker's rule ``examples``/``negative_examples`` and CredSweeper's test
-samples; Trivy's secret rules with their test data and secretlint's recommended rules are held
-out. Nothing from a held-out source is read while rules are written; its figures are measured,
-not tuned on.
+samples; Trivy's secret rules with their test data, secretlint's recommended rules and
+TruffleHog's detector tests are held out. Nothing from a held-out source is read while rules are
+written; its figures are measured, not tuned on. Trivy and secretlint were looked at in later
+tuning rounds (which misses remained), so their figure is no longer untouched; TruffleHog
+(:data:`FRESH_SOURCES`) was added after those rounds and measured once before any rule change
+for it: its recall is recorded, not asserted.
 
 **Held-out secrets.**
 
@@ -18,6 +21,17 @@ not tuned on.
   the rules' own expressions and kept when the rule itself reports them
   (tools/secret-heldout/secretlint.mjs): they test the formats secretlint knows, they are not
   independent strings, and they are reported apart (``generated``).
+
+* *TruffleHog* (the Go module ``github.com/trufflesecurity/trufflehog/v3``, pinned with its hash
+  in tools/secret-heldout/trufflehog/PIN): the strings each detector's unit test
+  (``pkg/detectors/<name>/<name>_test.go``) says must be found, with the test's input as the
+  sample's line, at most three per detector (tools/secret-heldout/trufflehog/main.go parses the
+  tests: literals, names bound to them, ``+`` and ``fmt.Sprintf`` of literals around a literal
+  secret). A wanted string built by ``fmt.Sprintf`` or by any other call (environment, secret
+  store, a generator) is skipped and counted, as are the integration tests (their secrets come
+  from a secret store at test time); of a wanted string the detector joins from two parts (an
+  id and a secret), the longest piece the input holds as written is the secret. These are
+  written for the tests, by hand or with a generator; :func:`looks_written` tells which.
 
 Each secret is placed in the same contexts and variants as the tuning samples
 (:func:`benchmarks.recall.place`) and goes through the real pipeline.
@@ -61,9 +75,14 @@ from benchmarks.recall import CHANNELS, WINDOW, Recall, Sample, service_name
 
 SPLIT: dict[str, tuple[str, ...]] = {
     "tuning": ("gitleaks", "noseyparker", "credsweeper"),
-    "held-out": ("trivy", "secretlint"),
+    "held-out": ("trivy", "secretlint", "trufflehog"),
 }
 """Which sources the rules may be tuned on and which are only measured."""
+
+FRESH_SOURCES = ("trufflehog",)
+"""Held-out sources added after the tuning rounds that looked at the others: measured once and
+recorded before any rule change for them, reported on their own, never asserted against the
+goal."""
 
 PER_RULE = 3
 PUBLIC_RULES = re.compile(r"publishable|public|client-id|access-key-id$")
@@ -174,9 +193,123 @@ def secretlint_samples(corpus: Path) -> list[Sample]:
     ]
 
 
+_EMAIL = re.compile(r"[^@\s:/]+@[\w.-]+\.[A-Za-z]{2,}")
+
+
+def trufflehog_tests(corpus: Path) -> list[dict[str, Any]]:
+    """What the build read of TruffleHog's detector tests: one line per wanted string (a sample,
+    or ``skipped`` with the reason) and one per test file (``integration``: a test of the live
+    service, not read)."""
+    return _jsonl(corpus / "trufflehog-tests.jsonl")
+
+
+def trufflehog_samples(corpus: Path) -> list[Sample]:
+    """The secrets TruffleHog's detector tests say must be found, at most :data:`PER_RULE` a
+    detector; each with the line of the test's input that holds it."""
+    by_detector: dict[str, dict[str, str]] = {}
+    for line in trufflehog_tests(corpus):
+        secret = line.get("secret")
+        if secret is None or len(secret) < WINDOW or _EMAIL.fullmatch(secret):
+            continue  # a user's e-mail address the detector pairs with a key is no secret
+        at = line["input"].find(secret)
+        context = _lines_around(line["input"], at, at + len(secret)).strip()
+        by_detector.setdefault(line["detector"], {}).setdefault(secret, context)
+    return [
+        Sample(detector, service_name(detector.split("/")[0]), secret, line, source="trufflehog")
+        for detector, found in sorted(by_detector.items())
+        for secret, line in sorted(found.items())[:PER_RULE]
+    ]
+
+
+@dataclass(frozen=True)
+class TruffleHogCounts:
+    """What was read of TruffleHog's detector tests: test files (unit and integration),
+    wanted strings, those kept (``literal`` as written in the input, or a ``part`` of a joined
+    string), those skipped by reason, and the samples kept (at most :data:`PER_RULE` a detector),
+    of which ``written`` look written by hand (:func:`looks_written`)."""
+
+    unit_files: int
+    integration_files: int
+    wanted: int
+    kept: dict[str, int]
+    skipped: dict[str, int]
+    samples: int
+    detectors: int
+    written: int
+
+
+def trufflehog_counts(corpus: Path) -> TruffleHogCounts:
+    """The counts behind :func:`trufflehog_samples`."""
+    tests = trufflehog_tests(corpus)
+    files = [t for t in tests if "integration" in t]
+    wanted = [t for t in tests if "integration" not in t]
+    kept: dict[str, int] = {}
+    skipped: dict[str, int] = {}
+    for t in wanted:
+        if "secret" in t:
+            kept[t["how"]] = kept.get(t["how"], 0) + 1
+        else:
+            reason = re.sub(r"\(.*\)$|\w+ is bound \d+ times", "", t["skipped"]).strip()
+            skipped[reason] = skipped.get(reason, 0) + 1
+    chosen = trufflehog_samples(corpus)
+    return TruffleHogCounts(
+        unit_files=sum(not f["integration"] for f in files),
+        integration_files=sum(bool(f["integration"]) for f in files),
+        wanted=len(wanted),
+        kept=kept,
+        skipped=skipped,
+        samples=len(chosen),
+        detectors=len({s.rule for s in chosen}),
+        written=sum(looks_written(s.secret) for s in chosen),
+    )
+
+
+def tuning_overlap(corpus: Path, tuning_corpus: Path) -> list[tuple[str, str, str]]:
+    """``(detector, secret, gitleaks rule)`` of each TruffleHog sample that gitleaks' rule
+    samples (the tuning corpus: true and false positives) hold, or that holds a gitleaks
+    sample."""
+    texts = [
+        (rule["rule"], case["text"], secret)
+        for rule in R._rules(tuning_corpus)
+        for case in (rule["tps"] or [])
+        for secret in case["secrets"]
+    ] + [(rule["rule"], text, "") for rule in R._rules(tuning_corpus) for text in rule["fps"] or []]
+    out = []
+    for sample in trufflehog_samples(corpus):
+        for rule, text, secret in texts:
+            if sample.secret in text or (len(secret) >= WINDOW and secret in sample.secret):
+                out.append((sample.rule, sample.secret, rule))
+                break
+    return out
+
+
+_WORDS = re.compile(r"(?i)fake|test|example|sample|dummy|secret|token|pass|xxxx|aaaa|0000")
+_RUNS = ("abcdefghijklmnopqrstuvwxyz", "0123456789", "qwertyuiop", "asdfghjkl", "zxcvbnm")
+
+
+def looks_written(secret: str) -> bool:
+    """Whether a sample looks written by a person rather than drawn at random from the format's
+    alphabet, as a generator for the detector's expression would draw it: a word (``fake``,
+    ``test``), a run of the alphabet, of digits or of the keyboard, forwards or backwards and
+    with other characters between (``aB1cD2eF3``, ``asdf0987mnbv1234``), or a repeated piece.
+    A heuristic, for the report: a random string typed once and a generated one look alike."""
+    if _WORDS.search(secret):
+        return True
+    letters = "".join(c for c in secret.lower() if c.isalpha())
+    digits = "".join(c for c in secret if c.isdigit())
+    for run in _RUNS:
+        for text in (letters, digits):
+            for i in range(len(run) - 3):
+                piece = run[i : i + 4]
+                if piece in text or piece[::-1] in text:
+                    return True
+    body = re.sub(r"[^A-Za-z0-9]", "", secret)
+    return any(body[i : i + 4] in body[i + 4 :] for i in range(len(body) - 7))
+
+
 def samples(corpus: Path) -> list[Sample]:
     """Every held-out secret."""
-    return trivy_samples(corpus) + secretlint_samples(corpus)
+    return trivy_samples(corpus) + secretlint_samples(corpus) + trufflehog_samples(corpus)
 
 
 def source_reports(corpus: Path) -> dict[str, SourceReport]:
@@ -188,6 +321,8 @@ def source_reports(corpus: Path) -> dict[str, SourceReport]:
         for r in _jsonl(corpus / "secretlint-samples.jsonl")
     }
     secretlint = secretlint_samples(corpus)
+    tests = trufflehog_tests(corpus)
+    trufflehog = trufflehog_samples(corpus)
     return {
         "trivy": SourceReport(
             len(trivy_rules), len({s.rule for s in trivy}), len(trivy), generated=False
@@ -197,6 +332,12 @@ def source_reports(corpus: Path) -> dict[str, SourceReport]:
             len({s.rule.split("/")[0] for s in secretlint}),
             len(secretlint),
             generated=True,
+        ),
+        "trufflehog": SourceReport(
+            len({t["detector"] for t in tests if t.get("integration") is False}),
+            len({s.rule for s in trufflehog}),
+            len(trufflehog),
+            generated=False,
         ),
     }
 
@@ -406,7 +547,8 @@ def evaluate(
     placed and run through the pipeline, and the harmless texts of both and of the second
     held-out set (at most ``fresh_limit`` texts a source; 0: none). ``stride``: every n-th
     sample and text only, for a quick look."""
-    groups = [samples(corpus)[::stride]]
+    groups = [(trivy_samples(corpus) + secretlint_samples(corpus))[::stride]]
+    groups.append(trufflehog_samples(corpus)[::stride])
     if tuning_corpus is not None:
         groups.append(R.samples(tuning_corpus)[::stride])
     # each source's samples numbered on their own: a sample's variants do not depend on which

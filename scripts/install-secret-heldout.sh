@@ -10,6 +10,10 @@
 #   tools/secret-heldout/package-lock.json): the packages ship no samples, so samples are
 #   generated from the rules' own expressions and kept when the rule reports them
 #   (tools/secret-heldout/secretlint.mjs). They are marked "generated".
+# * TruffleHog's detector tests (the Go module github.com/trufflesecurity/trufflehog/v3, pinned
+#   with its module hash in tools/secret-heldout/trufflehog/PIN): the pkg/detectors/*/*_test.go
+#   files are parsed, not run (tools/secret-heldout/trufflehog/main.go), and every string a test
+#   says its detector must find is recorded with the test's input, or why it was left out.
 # * Harmless text from pinned artifacts: the Trivy module's go.sum, documentation and JSON scan
 #   reports, an npm lock file from its test data and this build's own lock file. Every artifact
 #   is listed with its SHA-256 in manifest.json; Trivy's scanner is run over them too, so that
@@ -23,7 +27,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$root/tools/secret-heldout"
 source "$root/scripts/lib/cache.sh"
 trivy_version="$(awk '$1 == "github.com/aquasecurity/trivy" {print $2}' "$tools/go.mod")"
-key="$(cd "$tools" && cat go.mod go.sum overlay.py trivy.go package.json package-lock.json secretlint.mjs | sha256sum | cut -c1-16)"
+read -r trufflehog_module trufflehog_version trufflehog_sum < <(grep -v '^#' "$tools/trufflehog/PIN")
+key="$(cd "$tools" && cat go.mod go.sum overlay.py trivy.go package.json package-lock.json secretlint.mjs trufflehog/PIN trufflehog/go.mod trufflehog/main.go | sha256sum | cut -c1-16)"
 dest="${OTELHOOKS_SECRET_HELDOUT_CACHE:-$otelhooks_cache/secret-heldout}/trivy-$trivy_version-$key"
 
 if [ -f "$dest/DONE" ]; then
@@ -39,7 +44,7 @@ for tool in go npm node; do
   command -v "$tool" >/dev/null 2>&1 || { echo "install-secret-heldout: '$tool' is needed (Go for Trivy's rules, Node and npm for secretlint's)" >&2; exit 1; }
 done
 python="${PYTHON:-python3}"
-echo "install-secret-heldout: building the held-out secret corpus (Trivy $trivy_version, secretlint; once)" >&2
+echo "install-secret-heldout: building the held-out secret corpus (Trivy $trivy_version, secretlint, TruffleHog $trufflehog_version; once)" >&2
 rm -rf "$dest"
 mkdir -p "$dest/build" "$dest/artifacts"
 (
@@ -68,6 +73,20 @@ mkdir -p "$dest/build" "$dest/artifacts"
   chmod -R u+w "$dest/artifacts"
   find "$dest/artifacts" -type f | sort | xargs "$dest/trivy-samples" scan >"$dest/trivy-findings.jsonl"
 
+  # TruffleHog: the pinned module (its hash checked against the pin), its detector tests parsed
+  mkdir -p "$dest/build-trufflehog"
+  cp "$tools/trufflehog/go.mod" "$tools/trufflehog/main.go" "$dest/build-trufflehog/"
+  cd "$dest/build-trufflehog"
+  go build -trimpath -o "$dest/trufflehog-samples" .
+  download="$(cd "$dest" && GOFLAGS=-mod=mod go mod download -json "$trufflehog_module@$trufflehog_version")"
+  sum="$(printf '%s' "$download" | "$python" -c 'import json, sys; print(json.load(sys.stdin)["Sum"])')"
+  if [ "$sum" != "$trufflehog_sum" ]; then
+    echo "install-secret-heldout: $trufflehog_module@$trufflehog_version has hash $sum, pinned $trufflehog_sum" >&2
+    exit 1
+  fi
+  trufflehog="$(printf '%s' "$download" | "$python" -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')"
+  "$dest/trufflehog-samples" "$trufflehog/pkg/detectors" >"$dest/trufflehog-tests.jsonl"
+
   # secretlint: the pinned packages, and samples generated from its rules
   mkdir -p "$dest/node"
   cp "$tools/package.json" "$tools/package-lock.json" "$tools/secretlint.mjs" "$dest/node/"
@@ -77,13 +96,13 @@ mkdir -p "$dest/build" "$dest/artifacts"
 
   # the manifest: every artifact and where it came from, with its hash
   cd "$dest"
-  "$python" - "$trivy_version" <<'EOF'
+  "$python" - "$trivy_version" "$trufflehog_version" "$trufflehog_sum" <<'EOF'
 import hashlib
 import json
 import sys
 from pathlib import Path
 
-version = sys.argv[1]
+version, trufflehog, trufflehog_sum = sys.argv[1:4]
 origins = {
     "trivy-testdata": f"github.com/aquasecurity/trivy@{version}: pkg/fanal/secret/testdata",
     "trivy-go-sum": f"github.com/aquasecurity/trivy@{version}: go.sum",
@@ -97,12 +116,12 @@ for path in sorted(Path("artifacts").rglob("*")):
         group = path.relative_to("artifacts").parts[0]
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         files.append({"path": str(path), "origin": origins[group], "sha256": digest})
-for name in ("trivy-rules.jsonl", "trivy-findings.jsonl", "secretlint-samples.jsonl"):
+for name in ("trivy-rules.jsonl", "trivy-findings.jsonl", "secretlint-samples.jsonl", "trufflehog-tests.jsonl"):
     files.append({"path": name, "origin": "built", "sha256": hashlib.sha256(Path(name).read_bytes()).hexdigest()})
-manifest = {"trivy": version, "secretlint": json.loads(Path("node/package-lock.json").read_text())["packages"]["node_modules/@secretlint/core"]["version"], "files": files}
+manifest = {"trivy": version, "trufflehog": f"{trufflehog} ({trufflehog_sum})", "secretlint": json.loads(Path("node/package-lock.json").read_text())["packages"]["node_modules/@secretlint/core"]["version"], "files": files}
 Path("manifest.json").write_text(json.dumps(manifest, indent=1))
 EOF
 ) >&2
-rm -rf "$dest/build"
+rm -rf "$dest/build" "$dest/build-trufflehog"
 touch "$dest/DONE"
 echo "$dest"

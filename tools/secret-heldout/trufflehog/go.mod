@@ -1,0 +1,3 @@
+module otelhooks.local/secret-heldout/trufflehog
+
+go 1.26.3
