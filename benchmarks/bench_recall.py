@@ -66,8 +66,9 @@ def run(report: Report, quick: bool) -> None:
     )
     if tuning is not None:
         overlap = H.tuning_overlap(corpus, tuning)
-        out["trufflehog_tuning_overlap"] = overlap
-        report.row("trufflehog samples in gitleaks' samples", str(len(overlap)), repr(overlap[:5]))
+        pairs = [(detector, rule) for detector, _, rule in overlap]  # never the secrets
+        out["trufflehog_tuning_overlap"] = pairs
+        report.row("trufflehog samples in gitleaks' samples", str(len(overlap)), repr(pairs[:5]))
     held_out = evaluation.recall_of(H.SPLIT["held-out"])
     first = tuple(s for s in H.SPLIT["held-out"] if s not in H.FRESH_SOURCES)
     for label, recall in (
