@@ -403,7 +403,7 @@ async def test_fifty_concurrent_calls_each_keep_their_own_outcome_duration_and_c
             assert record.error_type == A.ERR_TOOL_NOT_FOUND and record.decision is None
         assert record.result.tool_call_id == call.id
         expected_errors[call.id] = record.error_type
-        if kind in ("hangs", "waits"):  # the slow calls took their time, the quick ones not
+        if kind == "hangs":  # a timed-out call took at least its bound, whatever the load
             assert record.duration_ms >= 10.0
     totals = {name: sum(v[0] for v in metric.values()) for name, metric in _points(reader).items()}
     assert len(totals) == 2 and set(totals.values()) == {50}, totals  # each call counted once
