@@ -25,7 +25,7 @@ _RULE: Final = re.compile(r"[ \t|+:=-]*-[ \t|+:=-]*")  # ------+------, |---|:--
 _DELIMITERS: Final = ("|", "\t", ",")
 _SHORTEST: Final = 8  # the shortest secret the redactor looks for (a cell: a word, an id)
 
-Cell = tuple[int, int]  # where a cell's text is, its spaces and quotes left out
+_Cell = tuple[int, int]  # where a cell's text is, its spaces and quotes left out
 
 
 def table_spans(text: str, positions: Iterable[int]) -> Iterator[ValueSpan]:
@@ -70,7 +70,7 @@ def _row_above(text: str, start: int, delimiter: str) -> bool:
     return text.count(delimiter, above, start - 1) == text.count(delimiter, start, end)
 
 
-def _credential_columns(text: str, header: list[Cell]) -> list[tuple[int, int, str]]:
+def _credential_columns(text: str, header: list[_Cell]) -> list[tuple[int, int, str]]:
     """The credential columns of a header, as ``(index, tier, kind)``; none when the row is not a
     header (fewer than two names, or a cell that is no name)."""
     names = 0
@@ -117,11 +117,11 @@ def _column_values(
     return end
 
 
-def _cells(text: str, start: int, end: int, delimiter: str) -> list[Cell]:
+def _cells(text: str, start: int, end: int, delimiter: str) -> list[_Cell]:
     """The cells of the row ``text[start:end]``: split at ``delimiter`` (not inside a CSV
     cell's double quotes), each without its spaces and quotes; a pipe row's outer pipes
     (``| a | b |``) open and close it, they start no cell."""
-    cells: list[Cell] = []
+    cells: list[_Cell] = []
     at = start
     while True:
         while at < end and text[at] in " \t" and text[at] != delimiter:
