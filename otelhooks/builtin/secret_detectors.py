@@ -368,7 +368,11 @@ class Pipeline:
         self._words = tuple(
             frozenset(m for m in gate_words for k in d.keywords if m in k) for d in self.detectors
         )
-        self._finders = tuple(type(d).find is not Detector.find for d in self.detectors)
+        finders = [i for i, d in enumerate(self.detectors) if type(d).find is not Detector.find]
+        # the detectors that search a text: all of them where the gate found a word, else
+        # those that run without one (most texts: the others are not even looked at)
+        self._finders = tuple(finders)
+        self._always = tuple(i for i in finders if self.detectors[i].always)
         self.value_judges = tuple(
             d for d in self.detectors if type(d).judge_value is not Detector.judge_value
         )
@@ -384,9 +388,9 @@ class Pipeline:
         """What every applicable detector finds in ``text``, merged (:func:`merge`)."""
         view = TextView(text, depth, self)
         found = self.gate_hits(view)
-        for index, detector in enumerate(self.detectors):
-            if not self._finders[index]:
-                continue
+        detectors = self.detectors
+        for index in self._finders if found else self._always:
+            detector = detectors[index]
             hits = self.hits_of(index, found)
             if hits or detector.always:
                 view.findings.extend(detector.find(view, hits))
