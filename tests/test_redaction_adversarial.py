@@ -424,3 +424,130 @@ def test_redact_async_is_inline_for_small_values_and_threaded_for_large() -> Non
     assert small == {"token": "[REDACTED:token]"}
     large, paths = asyncio.run(redactor.redact_async([_large(200_000)]))
     assert paths and leftover(TOKEN, large[0]) is None
+
+
+# -- tables, SQL, diffs and large JSON objects ----------------------------------------------------
+
+PASSWORD = "hunter2hunter2"
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        f"user,password,role\nbob,{PASSWORD},admin\n",
+        f"user\tpasswd\trole\nbob\t{PASSWORD}\tadmin\n",
+        f'"user","api_key","role"\n"bob","{PASSWORD}","admin"\n',
+        f" user | password       | role\n------+----------------+------\n bob  | {PASSWORD} "
+        "| admin\n(1 row)\n",
+        f"| user | secret | role |\n|------|--------|------|\n| bob | {PASSWORD} | admin |\n",
+        json.dumps({"stdout": f"user,token,role\nbob,{PASSWORD},admin\n"}),
+        f"user,password,role\nbob,{PASSWORD},admin\n".splitlines(),
+    ],
+    ids=["CSV", "TSV", "quoted CSV", "psql", "Markdown", "CSV in JSON", "CSV as lines"],
+)
+def test_the_values_of_a_credential_column_of_a_table_are_removed(table: Any) -> None:
+    seen = channels(table)
+    assert_removed(PASSWORD, seen)
+    assert "bob" in seen["result"] and "admin" in seen["result"]  # other columns are kept
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "name,token_count,model\nrun-1,1234,gpt-4o-mini\nrun-2,5678,gpt-4o\n",
+        "| Token | Meaning |\n|---|---|\n| ghp_ | a GitHub personal access token |\n",
+        "user,password_hash,role\nbob,$2b$12$abcdefghijklmnopqrstuv,admin\n",
+        "id,key,value\n1,color,blue\n2,size,large_enough\n",
+        "a,b\nuser,password\nbob,notaheaderrow\n",
+    ],
+    ids=["no credential column", "prose cells", "a hash column", "ordinary keys", "mid-table"],
+)
+def test_tables_without_credential_values_are_kept(table: str) -> None:
+    assert Redactor().redact(table) == (table, [])
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        f"CREATE USER bob WITH PASSWORD '{PASSWORD}';",
+        f"ALTER ROLE bob WITH ENCRYPTED PASSWORD '{PASSWORD}' VALID UNTIL 'infinity';",
+        f"CREATE USER 'bob'@'%' IDENTIFIED BY '{PASSWORD}';",
+        f"ALTER USER 'bob'@'localhost' IDENTIFIED WITH mysql_native_password BY '{PASSWORD}';",
+        f"SET PASSWORD FOR 'bob'@'localhost' = '{PASSWORD}';",
+        f"SET PASSWORD = PASSWORD('{PASSWORD}');",
+        f"CREATE USER scott IDENTIFIED BY {PASSWORD};",
+        f'ALTER USER scott IDENTIFIED BY "{PASSWORD}" ACCOUNT UNLOCK;',
+        f"CREATE LOGIN app WITH PASSWORD = '{PASSWORD}', CHECK_POLICY = OFF;",
+    ],
+    ids=[
+        "PostgreSQL create",
+        "PostgreSQL alter encrypted",
+        "MySQL identified by",
+        "MySQL identified with plugin",
+        "MySQL set password for",
+        "MySQL set password function",
+        "Oracle unquoted",
+        "Oracle quoted",
+        "SQL Server login",
+    ],
+)
+def test_sql_that_sets_a_password_is_redacted(sql: str) -> None:
+    seen = channels(sql)
+    assert_removed(PASSWORD, seen)
+    assert sql.split(PASSWORD)[0].rstrip("'\"") in seen["result"]  # the statement is kept
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "Users are identified by their email address.",
+        "ALTER USER bob IDENTIFIED BY RANDOM PASSWORD;",
+        "ALTER ROLE bob PASSWORD NULL;",
+        "SELECT * FROM users WHERE password_reset = 'true';",
+    ],
+)
+def test_sql_without_a_password_is_kept(sql: str) -> None:
+    assert Redactor().redact(sql) == (sql, [])
+
+
+_DIFF_BLOCK = "correct-horse-battery\nstaple-2026-x"
+
+
+@pytest.mark.parametrize(
+    "diff",
+    [
+        "--- a/c.yml\n+++ b/c.yml\n@@ -1,2 +1,5 @@\n config:\n+  password: |\n"
+        "+    correct-horse-battery\n+    staple-2026-x\n   user: bob\n",
+        "--- a/c.yml\n+++ b/c.yml\n@@ -1,5 +1,2 @@\n config:\n-  password: |\n"
+        "-    correct-horse-battery\n-    staple-2026-x\n   user: bob\n",
+        "@@ -1,4 +1,4 @@\n config:\n   password: |\n-    old-horse-battery-x\n"
+        "+    correct-horse-battery\n+    staple-2026-x\n   user: bob\n",
+    ],
+    ids=["added", "removed", "changed under a context line"],
+)
+@pytest.mark.parametrize("shape", [str, str.splitlines], ids=["text", "lines"])
+def test_a_yaml_password_block_in_a_unified_diff_is_removed(diff: str, shape: Any) -> None:
+    seen = channels(shape(diff))
+    assert_removed(_DIFF_BLOCK, seen)
+    assert "user: bob" in seen["result"]
+
+
+@pytest.mark.parametrize("secret", [PEM, PASSWORD_BLOCK], ids=["private key", "yaml block"])
+def test_a_large_json_object_holding_lines_is_read_like_the_list(secret: str) -> None:
+    """``json.dumps({"lines": [...], ...})`` past the size up to which any JSON is walked as
+    structure: the list's lines are still read as one text."""
+    lines = [f"{i:05d} INFO request served in {i % 97} ms" for i in range(800)]
+    lines[400:400] = secret.splitlines()
+    text = json.dumps({"path": "app.log", "lines": lines, "count": len(lines)})
+    assert len(text) > 16_384
+    body = PEM_BODY if secret is PEM else _DIFF_BLOCK
+    seen = channels(text)
+    assert_removed(body, seen)
+    assert "00799 INFO request served" in seen["result"]
+
+
+def test_a_large_json_object_whose_lines_hold_no_secret_is_read_as_text() -> None:
+    lines = [f"{i:05d} INFO request served in {i % 97} ms" for i in range(800)]
+    text = json.dumps({"path": "app.log", "lines": lines})
+    assert len(text) > 16_384
+    assert Redactor().redact(text) == (text, [])

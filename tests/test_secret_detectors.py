@@ -196,6 +196,7 @@ def test_detectors_run_in_priority_order_and_the_families_are_named() -> None:
     assert {d.family for d in detectors} == {
         "format",
         "key_name",
+        "table",
         "structure",
         "nearby",
         "shape",
@@ -279,3 +280,25 @@ def test_a_generated_token_is_still_not_a_name() -> None:
     assert Redactor().redact({"MAILGUN_KEY": "c7Q2xZp9Lm4Rt8Vw3Ny6Kb1H"})[0] == {
         "MAILGUN_KEY": "[REDACTED:api_key]"
     }
+
+
+# -- detectors carry their samples ----------------------------------------------------------------
+
+
+def test_every_built_in_detector_passes_its_own_samples() -> None:
+    from otelhooks.builtin.secret_detectors import default_detectors, validate_detectors
+
+    detectors = default_detectors(PATTERNS)
+    assert validate_detectors(detectors) == []
+    assert any(d.samples and d.negatives for d in detectors)
+
+
+def test_a_detector_that_finds_its_false_sample_or_misses_a_true_one_fails_the_check() -> None:
+    from otelhooks.builtin.secret_detectors import TableDetector, validate_detectors
+
+    class Loose(TableDetector):
+        negatives = ("user,password\nbob,{a14}",)  # a credential column: it finds this
+        samples = ("user,password\nbob,«my password»",)  # prose: it leaves this
+
+    problems = validate_detectors([Loose()])
+    assert {p.problem for p in problems} == {"finds its false sample", "does not find its sample"}

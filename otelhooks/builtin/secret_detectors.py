@@ -58,10 +58,12 @@ from .secret_rules import (
     leading_word,
     negatives_of,
     run_marks,
+    sample,
     samples_of,
     trie_regex,
 )
 from .secret_shapes import PASSWORD_GATE, SHORTEST, labelled_public, shape_spans
+from .secret_tables import table_spans
 
 __all__ = [
     "DataUrlDetector",
@@ -77,6 +79,7 @@ __all__ = [
     "NearbyEvidenceDetector",
     "Pipeline",
     "ShapeDetector",
+    "TableDetector",
     "TextView",
     "merge",
     "pipeline_of",
@@ -283,6 +286,10 @@ class Detector:
     keywords: tuple[str, ...] = ()
     always: bool = False
     judges_credential_names_only: ClassVar[bool] = False
+    # texts :meth:`find` must find the ``«...»`` part of whole, and texts it must leave alone,
+    # as a format rule's samples are written (checked by :func:`validate_detectors`)
+    samples: ClassVar[tuple[str, ...]] = ()
+    negatives: ClassVar[tuple[str, ...]] = ()
 
     def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
         """The secrets in ``view``. ``hits``: where the gate found each of this detector's
@@ -361,7 +368,11 @@ class Pipeline:
         self._words = tuple(
             frozenset(m for m in gate_words for k in d.keywords if m in k) for d in self.detectors
         )
-        self._finders = tuple(type(d).find is not Detector.find for d in self.detectors)
+        finders = [i for i, d in enumerate(self.detectors) if type(d).find is not Detector.find]
+        # the detectors that search a text: all of them where the gate found a word, else
+        # those that run without one (most texts: the others are not even looked at)
+        self._finders = tuple(finders)
+        self._always = tuple(i for i in finders if self.detectors[i].always)
         self.value_judges = tuple(
             d for d in self.detectors if type(d).judge_value is not Detector.judge_value
         )
@@ -377,9 +388,9 @@ class Pipeline:
         """What every applicable detector finds in ``text``, merged (:func:`merge`)."""
         view = TextView(text, depth, self)
         found = self.gate_hits(view)
-        for index, detector in enumerate(self.detectors):
-            if not self._finders[index]:
-                continue
+        detectors = self.detectors
+        for index in self._finders if found else self._always:
+            detector = detectors[index]
             hits = self.hits_of(index, found)
             if hits or detector.always:
                 view.findings.extend(detector.find(view, hits))
@@ -661,6 +672,41 @@ class KeyNameDetector(Detector):
 def has_content(value: Any) -> bool:
     """Whether a value under a sensitive key is worth redacting (not empty, None or a bool)."""
     return not (value is None or isinstance(value, bool) or (isinstance(value, str) and not value))
+
+
+# -- tables --------------------------------------------------------------------------------------
+
+
+class TableDetector(Detector):
+    """The values of a table's column whose header names a credential
+    (:func:`.secret_tables.table_spans`): CSV, TSV, ``psql``'s aligned output, Markdown. Run
+    where a credential name's word occurs (the key names' gate: text without one pays
+    nothing), and on text of one line not at all."""
+
+    name = "table"
+    family = "table"
+    priority = 89
+    keywords = KEY_WORDS
+    samples = (
+        "user,password,role\nbob,«{a14}»,admin",
+        "user\tapi_key\nbob\t«{a32}»",
+        " usename | passwd\n---------+---------\n bob     | «{a14}»\n(1 row)",
+        "| user | token |\n|---|---|\n| bob | «{a20}» |",
+        'id,"password",note\n1,"«{a10}»","a, b"',
+    )
+    negatives = (
+        "name,token_count,model\nrun-1,{d4},gpt",
+        "| Token | Meaning |\n|---|---|\n| ghp | a personal access token |",
+        "user,password\nbob,password\nbob,abc,def",
+        "a,b\nuser,password\nbob,{a14}",
+    )
+
+    def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
+        """The values under credential-named columns of the tables the gate found a word in."""
+        if "\n" not in view.work:
+            return ()
+        positions = sorted(p for ps in hits.values() for p in ps)
+        return [self.finding(s, e, kind) for s, e, kind in table_spans(view.work, positions)]
 
 
 # -- structures ----------------------------------------------------------------------------------
@@ -1180,6 +1226,7 @@ def _default_detectors(patterns: tuple[SecretPattern, ...]) -> tuple[Detector, .
     return (
         FormatDetector(patterns),
         KeyNameDetector(),
+        TableDetector(),
         KubernetesSecretDetector(),
         DerPrivateKeyDetector(),
         DataUrlDetector(),
@@ -1218,6 +1265,32 @@ class RuleProblem:
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.problem}: {self.sample!r}"
+
+
+def validate_detectors(detectors: Sequence[Detector]) -> list[RuleProblem]:
+    """Every detector against its own samples (:attr:`Detector.samples`,
+    :attr:`Detector.negatives`), through its gate: each true sample found whole by the
+    detector alone and among all of ``detectors``, no false sample by the detector alone. An
+    empty list means they hold."""
+    together = Pipeline(detectors)
+    problems: list[RuleProblem] = []
+    for detector in detectors:
+        alone = Pipeline([detector])
+        for i, template in enumerate(detector.samples):
+            found = sample(template, f"{detector.name}:{i}")
+            if not any(f.start <= found.start < found.end <= f.end for f in alone.find(found.text)):
+                problems.append(RuleProblem(detector.name, "does not find its sample", found.text))
+            elif not any(
+                f.start <= found.start < found.end <= f.end for f in together.find(found.text)
+            ):
+                problems.append(
+                    RuleProblem(detector.name, "is not reached among the detectors", found.text)
+                )
+        for i, template in enumerate(detector.negatives):
+            negative = sample(template, f"{detector.name}:-{i}")
+            if alone.find(negative.text):
+                problems.append(RuleProblem(detector.name, "finds its false sample", negative.text))
+    return problems
 
 
 def validate(patterns: Sequence[SecretPattern], *, require: bool = True) -> list[RuleProblem]:

@@ -740,7 +740,8 @@ def _value_after(text: str, kstart: int, kend: int, raw: str) -> tuple[int, int,
     loose = op in (",", "(")
     block = _BLOCK.match(text, pos) if op == ":" else None
     if block is not None:  # YAML | or > block: the more-indented lines that follow
-        return _yaml_block(text, block.end())
+        line_start = text.rfind("\n", 0, kstart) + 1
+        return _yaml_block(text, block.end(), text[line_start] in "+-")
     quoted = _QUOTED.match(text, pos)
     if quoted is not None:
         group = next(g for g in ("e", "d", "s", "b") if quoted.group(g) is not None)
@@ -776,20 +777,31 @@ def _docker_env_value(text: str, kend: int) -> tuple[int, int, bool, bool] | Non
     return (value.start(), value.end(), False, False) if value is not None else None
 
 
-def _yaml_block(text: str, start: int) -> tuple[int, int, bool, bool] | None:
+def _yaml_block(text: str, start: int, diff: bool = False) -> tuple[int, int, bool, bool] | None:
+    """The body of a YAML ``|`` or ``>`` block starting at ``start``: the lines indented more
+    than its key. In a unified diff (``diff``: the key's line starts with ``+`` or ``-``, or
+    the body's first line does, then a space) each line's first character is the diff's, not
+    the document's: the body is found as it is without it, over lines that stay in the diff."""
     lines = text[start:].split("\n")
-    indent = len(lines[0]) - len(lines[0].lstrip()) if lines and lines[0].strip() else 0
+    first = lines[0] if lines else ""
+    diff = diff or (first[:1] in ("+", "-") and first[1:2] in (" ", "\t"))
+    skip = 1 if diff else 0
+    body = first[skip:]
+    indent = len(body) - len(body.lstrip()) if body.strip() else 0
     if indent == 0:
         return None
     end = start
     for line in lines:
-        if line.strip() and len(line) - len(line.lstrip()) < indent:
+        if diff and line[:1] not in ("+", "-", " "):
+            break  # the hunk, or the diff, ends
+        content = line[skip:]
+        if content.strip() and len(content) - len(content.lstrip()) < indent:
             break
         end += len(line) + 1
     end = min(end, len(text))
     while end > start and text[end - 1] in "\r\n \t":
         end -= 1
-    return start + indent, end, False, False
+    return start + skip + indent, end, False, False
 
 
 # -- Kubernetes Secrets written as YAML ----------------------------------------------------------

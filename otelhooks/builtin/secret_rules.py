@@ -231,6 +231,10 @@ def trie_regex(words: Sequence[str]) -> str:
 # The end of a token: not followed by another token character.
 _END = r"(?![A-Za-z0-9_\-])"
 _B64 = r"A-Za-z0-9+/"
+# A password in SQL: quoted (one group: the quote is read before it), or unquoted with a digit
+_SQL_VALUE = (
+    r"[\"']?((?<=[\"'])[^\"'\n]{1,256}(?=[\"'])|(?<![\w\"'])(?=[^\s\"';,)]*\d)[^\s\"';,)]{8,256})"
+)
 
 
 # A leading "not after a token character" lookbehind would cost a regex its fast literal-prefix
@@ -1370,6 +1374,49 @@ PATTERNS: tuple[SecretPattern, ...] = (
         context=True,
         samples=("machine api.example.com login bot password «{a20}»",),
         negatives=("machine learning login page",),
+    ),
+    # SQL that sets a password: MySQL's and Oracle's ``IDENTIFIED [WITH plugin] BY 'x'``
+    # (Oracle's unquoted too, then with a digit and 8+ characters: ``identified by their
+    # email`` is prose), and the hash of ``IDENTIFIED BY PASSWORD '*...'``
+    _p(
+        "password",
+        rf"(?i)identified\s+(?:with\s+[\w'\"]+\s+)?by\s+(?:password\s+)?(?!values\b|random\b)"
+        rf"{_SQL_VALUE}",
+        "tified",  # in every match; a word of a first letter the gate has (``token``'s t)
+        group=1,
+        context=True,
+        samples=(
+            "CREATE USER 'bob'@'%' IDENTIFIED BY '«{a16}»';",
+            "ALTER USER bob IDENTIFIED WITH mysql_native_password BY '«{a12}»'",
+            'CREATE USER app IDENTIFIED BY "«{a14}»" DEFAULT TABLESPACE users;',
+            "create user scott identified by «tiger2024x»;",
+        ),
+        negatives=(
+            "Users are identified by their email address.",
+            "ALTER USER bob IDENTIFIED BY RANDOM PASSWORD",
+        ),
+    ),
+    # PostgreSQL's ``[WITH] [ENCRYPTED] PASSWORD 'x'`` (CREATE/ALTER ROLE and USER), SQL
+    # Server's ``PASSWORD = 'x'``, MySQL's ``SET PASSWORD [FOR u] = [PASSWORD(]'x'``: a
+    # password followed by a single-quoted SQL string
+    _p(
+        "password",
+        r"(?i)password(?:\s+for\s+\S+?)?(?:\s*=\s*|\s+)(?:password\s*\(\s*)?'([^'\n]{1,256})'",
+        "password",
+        group=1,
+        context=True,
+        samples=(
+            "CREATE USER bob WITH PASSWORD '«{a14}»';",
+            "ALTER ROLE app ENCRYPTED PASSWORD '«{a16}»' VALID UNTIL 'infinity';",
+            "SET PASSWORD FOR 'bob'@'localhost' = '«{a12}»';",
+            "SET PASSWORD = PASSWORD('«{a12}»');",
+            "CREATE LOGIN app WITH PASSWORD = '«{a12}»', CHECK_POLICY = OFF",
+        ),
+        negatives=(
+            "the password field is required",
+            "ALTER ROLE app PASSWORD NULL;",
+            "password = 'password'",
+        ),
     ),
     SecretPattern(
         "credit_card",

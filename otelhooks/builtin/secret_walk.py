@@ -144,7 +144,9 @@ class Walk:
                 decoded = json.loads(value)
             except ValueError:
                 decoded = None
-            if len(value) > MAX_JSON_WALK and not _all_strings(decoded):
+            if len(value) > MAX_JSON_WALK and not (
+                _all_strings(decoded) or self.lines_hold_secret(decoded, at.depth)
+            ):
                 decoded = None  # a large document is read as text
             if isinstance(decoded, (dict, list)):
                 before = len(self.paths)
@@ -157,6 +159,25 @@ class Walk:
         if kinds:
             self.paths.append(at.path or "$")
         return text
+
+    def lines_hold_secret(self, value: Any, depth: int) -> bool:
+        """Whether a list of two or more strings in ``value`` (decoded JSON) holds a secret read
+        as one text, its strings joined by line breaks: a large document holding a file as a
+        list of lines is then walked as structure, so that the list is read as it is in a
+        small one (as text, a private key's lines are separate strings)."""
+        if depth > MAX_DEPTH:
+            return False
+        if type(value) is dict:
+            items: Any = value.values()
+        elif type(value) is list:
+            if len(value) > 1 and _all_strings(value):
+                return bool(self.redactor.find("\n".join(value)))
+            items = value
+        else:
+            return False
+        return any(
+            self.lines_hold_secret(item, depth + 1) for item in items if type(item) in (dict, list)
+        )
 
     def object(self, value: Any, at: At) -> Any:
         """A dataclass or a pydantic model by its fields; another object by its text."""
@@ -405,9 +426,18 @@ def _per_line(texts: list[str], findings: list[Finding]) -> list[list[Finding]]:
 
 def _lines_json(text: str) -> bool:
     """Whether a text longer than :data:`MAX_JSON_WALK` may be the JSON of a list of lines
-    (``json.dumps(text.splitlines())``), to be walked as one: a private key or a password
-    block in it is read over its lines, as in the list itself."""
-    return text[:1] == "[" and text[1:64].lstrip()[:1] == '"'
+    (``json.dumps(text.splitlines())``) or of an object holding one (``{"lines": [...]}``), to
+    be walked as one: a private key or a password block in it is read over its lines, as in the
+    list itself (an object only when such a list holds a secret: see
+    :meth:`Walk.lines_hold_secret`)."""
+    if text[:1] == "[":
+        return text[1:64].lstrip()[:1] == '"'
+    at = text.find("[")  # a list that starts with a string (found a character at a time: fast)
+    while at >= 0:
+        if text[at + 1 : at + 64].lstrip()[:1] == '"':
+            return True
+        at = text.find("[", at + 1)
+    return False
 
 
 def _all_strings(value: Any) -> bool:
