@@ -853,3 +853,52 @@ async def test_sampled_out_calls_at_once_each_run_in_their_own_span_context() ->
     )
     ids = {result.content for result in results}
     assert len(ids) == 50 and "0" not in ids
+
+
+@pytest.mark.parametrize("kind", ["null", "sampled-out", "recording"])
+async def test_a_sync_call_with_no_after_hook_leaves_the_callers_context_as_it_found_it(
+    kind: str,
+) -> None:
+    """The run phase of a sync call that no after-hook follows is closed by the trace's
+    ``end_run``: the handler runs in the call's context (when it has one), and the caller's
+    context is current again afterwards, the handler returning or raising."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    exporter = InMemorySpanExporter()
+    provider: Any
+    if kind == "null":
+        provider = trace.NoOpTracerProvider()
+    elif kind == "sampled-out":
+        provider = TracerProvider(sampler=ALWAYS_OFF)
+    else:
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+    registry = ToolRegistry()
+    seen: list[Any] = []
+
+    @registry.tool
+    def where(fail: bool) -> str:
+        seen.append(trace.get_current_span().get_span_context())
+        if fail:
+            raise RuntimeError("no")
+        return "here"
+
+    executor = ToolExecutor(registry, Hooks(), tracer_provider=provider)
+    caller = TracerProvider().get_tracer("caller")
+    with caller.start_as_current_span("caller") as outer:
+        for fail in (False, True, False):
+            result = await executor.execute(ToolCall(f"w{fail}", "where", {"fail": fail}))
+            assert result.is_error is fail
+            assert trace.get_current_span() is outer  # the run phase's context has left
+    assert trace.get_current_span() is not outer
+    inside = {context.span_id for context in seen}
+    if kind == "null":  # no span of its own: the handler runs in the caller's context
+        assert inside == {outer.get_span_context().span_id}
+    else:  # its own span's context each time
+        assert len(inside) == 3 and outer.get_span_context().span_id not in inside
+    if kind == "recording":
+        names = [span.name for span in exporter.get_finished_spans()]
+        assert names.count("run") == names.count("after") == 3
