@@ -417,7 +417,7 @@ class ToolExecutor:
         if bound is None or override is not None:  # the caller's or the model's bound
             bound = call_bound(override, allowed.arguments, tool, self.tool_timeout)
         timeout, in_thread = bound
-        hears = options.get("on_update") is not None or phase.hears_progress  # the progress
+        hears = options.get("on_update") is not None or phase.hears_progress  # anyone listening
         try:
             value = state.tools.start(
                 tool,
