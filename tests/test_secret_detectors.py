@@ -201,6 +201,7 @@ def test_detectors_run_in_priority_order_and_the_families_are_named() -> None:
         "nearby",
         "shape",
         "encoded",
+        "random",
     }
 
 

@@ -247,6 +247,11 @@ class Redactor:
 
     # -- the rules ----------------------------------------------------------------------------
 
+    def allows(self, key: str) -> bool:
+        """Whether ``key``'s value is meant to be seen (``allow_keys``, and by default the
+        semantic conventions' identifiers): no key-name rule applies to it."""
+        return key in self._allow
+
     def key_tier(self, key: str) -> tuple[int, str] | None:
         """``(1, kind)`` for a credential key name (its value is redacted whole), ``(2, kind)``
         for a credential-ish one (its value when it looks random), else ``None``."""

@@ -423,7 +423,7 @@ def _core_qualifies(core: str, strength: int, password: bool) -> bool:
     if any(looks_random(part) for part in _parts(core)):
         if strength == STRONG:
             return True
-        return (_HEX.fullmatch(core) is None or len(core) >= 32) and not _path_like(core)
+        return (_HEX.fullmatch(core) is None or len(core) >= 32) and not path_like(core)
     if strength < STRONG:
         # near a service's name: its hex keys (Datadog, Twilio, Sentry) and id:secret pairs
         return (len(core) >= 32 and _HEX.fullmatch(core) is not None) or (
@@ -434,7 +434,7 @@ def _core_qualifies(core: str, strength: int, password: bool) -> bool:
     return password and _password_like(core)
 
 
-def _path_like(token: str) -> bool:
+def path_like(token: str) -> bool:
     """A host, a path or a URL made of words and numbers (``db.internal:5432/prod``,
     ``slack.com/help/articles/115005265063``), not a base64 key with a ``/`` in it."""
     if "/" not in token and token.count(".") < 2:
@@ -515,6 +515,14 @@ def proximity_spans(
             done = end
             yield ValueSpan(token_start, end, "secret")
             break
+
+
+def speaks_of_ids(lowered: str, at: int) -> bool:
+    """Whether the line of ``lowered`` (lower case) that holds ``at`` speaks of commits,
+    hashes, digests, traces, requests or ids (what a random-looking token there is)."""
+    start = lowered.rfind("\n", 0, at) + 1
+    end = lowered.find("\n", at)
+    return _DIGEST_WORDS.search(lowered, start, end if end >= 0 else len(lowered)) is not None
 
 
 def proximity_strength(text: str) -> int:

@@ -237,6 +237,11 @@ class Walker(Protocol):
         """The tier of a key name (see ``Redactor.key_tier``)."""
         ...
 
+    def allows(self, key: str) -> bool:
+        """Whether the redactor was told a key's value is meant to be seen (``allow_keys``, the
+        semantic conventions' identifiers): no key-name or look-alone rule applies to it."""
+        ...
+
 
 class MappingView:
     """A mapping being walked: the mapping, the one it is in (with the key it is under), and a
@@ -1147,6 +1152,15 @@ _ID_PREFIX: Final = re.compile(r"[A-Za-z]+[_-]")
 _PROVIDER_ID: Final = re.compile(
     r"(?:call|toolu|srvtoolu|fc|tool|chatcmpl|msg|run|resp|item|pyd_ai)_([A-Za-z0-9-]{8,48})"
 )
+# The prefixes of the call ids providers and frameworks mint: a handle, not a secret.
+CALL_ID_PROVIDERS: Final = (
+    *(
+        f"{p}{sep}"
+        for p in ("call", "toolu", "srvtoolu", "tooluse", "fc", "tool", "chatcmpl", "msg")
+        for sep in "_-"
+    ),
+    *(f"{p}_" for p in ("run", "resp", "item", "pyd_ai")),
+)
 _HEXISH: Final = re.compile(r"[0-9a-fA-F-]+")
 
 
@@ -1223,6 +1237,8 @@ def default_detectors(patterns: Sequence[SecretPattern]) -> list[Detector]:
 
 @functools.lru_cache(maxsize=32)
 def _default_detectors(patterns: tuple[SecretPattern, ...]) -> tuple[Detector, ...]:
+    from .secret_unlabelled import UnlabelledTokenDetector  # it builds on this module
+
     return (
         FormatDetector(patterns),
         KeyNameDetector(),
@@ -1233,6 +1249,7 @@ def _default_detectors(patterns: tuple[SecretPattern, ...]) -> tuple[Detector, .
         NearbyEvidenceDetector(),
         ShapeDetector(),
         EncodedBlobDetector(),
+        UnlabelledTokenDetector(),
     )
 
 
@@ -1243,6 +1260,7 @@ def pipeline_of(detectors: tuple[Detector, ...]) -> Pipeline:
 
 
 __all__ += [
+    "CALL_ID_PROVIDERS",
     "b64decode",
     "call_id_shaped",
     "default_detectors",

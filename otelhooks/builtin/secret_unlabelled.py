@@ -1,0 +1,176 @@
+"""A generated token that nothing names: the last of the detectors.
+
+Every other detector needs a reason beyond the token itself: a known format, a credential's name,
+a service's name nearby, a structure. A service nobody listed has none of these, yet its key is
+a generated token in prose, a JSON value or a line of code. :class:`UnlabelledTokenDetector`
+removes such a token on its looks alone, and only where what surrounds it does not say it is
+something meant to be seen.
+
+**A token is judged generated** (:func:`generated_at`) when one run of 16+ letters and digits in
+it looks random (:func:`.secret_keys.looks_random`: high entropy, not a word, a version, a UUID)
+and is neither hex (a hash, a trace, span or commit id), nor made of words (``CertAlgoECDSA``,
+``33msecurityContext``). **It is kept** when it is a URL or a path of words, a digest labelled
+with its algorithm (``sha256=...``, ``h1:...``), a base64 line of 60+ characters (a certificate's
+body; a key's is found by the private-key detectors, an encoded secret by the blob decoder), a
+provider's call id (``toolu_...``, ``call_...``), a publishable key (``pk_test_...``), a value
+whose name labels it public or an id (``publicKey``, ``request_id``), a token on a line that
+speaks of commits, hashes, digests or ids, and a mapping's value under a key for something meant
+to be seen (``cursor``, ``etag``, ``node_id``).
+
+**A text of one token** (a JSON value, an item of a list) is judged where its key is known: as a
+mapping's value it is judged with its key (:meth:`UnlabelledTokenDetector.judge_unfound`); alone,
+or as an item of a list of tokens (a list of ids), it is kept.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from . import secret_context as near
+from .secret_detectors import CALL_ID_PROVIDERS, Detector, Field, Finding, TextView, b64text
+from .secret_keys import DIGEST, looks_random, normalise, public_tail
+from .secret_shapes import labelled_public
+
+SHORTEST: Final = 16  # characters of a token and of its random run
+_TOKEN: Final = re.compile(r"[^\s\"'`<>()\[\]{},;\\|]+")  # between quotes, brackets and spaces
+_RUN: Final = re.compile(r"[A-Za-z0-9]+")
+_HEX: Final = re.compile(r"[0-9a-fA-F]+")
+_B64_LINE: Final = re.compile(r"[A-Za-z0-9+/]{60,}={0,2}")
+_TITLE_WORD: Final = re.compile(r"[A-Z][a-z]{2,}")
+_ACRONYM: Final = re.compile(r"[A-Z]{2,}(?![a-z])")
+_LEAD: Final = "_-.:=/#$@"
+_TRAIL: Final = ".:!?=,"
+_PUBLIC_PREFIXES: Final = ("pk_test_", "pk_live_")
+_VOWELS: Final = frozenset("aeiou")
+# A mapping's keys for a handle that pages or versions a listing: random by design, meant to be
+# sent back.
+_HANDLE_KEYS: Final = frozenset(
+    {"cursor", "etag", "marker", "continuation", "next", "prev", "previous", "after", "before"}
+)
+
+
+def _made_of_words(run: str) -> bool:
+    """Mixed case whose letters are mostly title-case words and capitals' acronyms
+    (``CertAlgoECDSA256v01``, ``X25519PrivateKey``), or letters spelt as words are (one in four
+    a vowel) between digits at its ends only (``33msecurityContext``)."""
+    letters = sum(c.isalpha() for c in run)
+    if letters and not run.islower() and not run.isupper():
+        worded = sum(map(len, _TITLE_WORD.findall(run))) + sum(map(len, _ACRONYM.findall(run)))
+        if worded >= 0.7 * letters:
+            return True
+    core = run.strip("0123456789")
+    if not core.isalpha():
+        return False
+    letters = core.lower()
+    return sum(c in _VOWELS for c in letters) >= 0.25 * len(letters)
+
+
+def _handle(key: str) -> bool:
+    segments = normalise(key)
+    return bool(segments) and segments[-1] in _HANDLE_KEYS
+
+
+def _random_run(token: str) -> bool:
+    return any(
+        len(run) >= SHORTEST
+        and _HEX.fullmatch(run) is None
+        and looks_random(run)
+        and not _made_of_words(run)
+        for run in _RUN.findall(token)
+    )
+
+
+def generated_at(token: str) -> int | None:
+    """Where in ``token`` (a token stripped of quotes and brackets) a generated secret starts
+    (after ``NAME=``), or ``None`` when it holds none: see the module's contract."""
+    if len(token) < SHORTEST or "://" in token or DIGEST.search(token):
+        return None
+    if token.startswith(_PUBLIC_PREFIXES) or token.startswith(CALL_ID_PROVIDERS):
+        return None
+    start = 0
+    if token.count("=") == 1 and not token.endswith("="):
+        start = token.index("=") + 1
+    value = token[start:]
+    if len(value) < SHORTEST or _B64_LINE.fullmatch(value) is not None:
+        return None
+    if not _random_run(value) or near.path_like(value) or b64text(value) is not None:
+        return None  # b64text: base64 of text (a JWT's header), for the blob decoder to judge
+    return start
+
+
+class UnlabelledTokenDetector(Detector):
+    """A generated token that no name, format or structure vouches for (the module's
+    contract). It gives way to every other detector."""
+
+    name = "unlabelled"
+    family = "random"
+    priority = 30
+    yields = True
+    always = True  # needs no word: looked for in the text's long tokens only
+    samples = (
+        "Here is what I found in the dashboard: «{l20}»",
+        "The integration is configured with «{a32}» and runs hourly.",
+        'client = AcmeClient("«{l24}»")',
+        "2026-12-03T10:15:02Z INFO sync: authenticating with «{a40}» (attempt 1)",
+        "Use «{a28}» for the nightly sync.",
+    )
+    negatives = (
+        "commit {h40} merged",
+        "request {u} took 20 ms",
+        "see https://lists.example.org/message/{H32}/ for details",
+        "../bin/tool,sha256={b43},311",
+        "call toolu_01{a22} returned",
+        "ssh.CertAlgoECDSA256v01 and x25519.X25519PrivateKey are supported",
+        "the request_id is {a24}",
+        "{a24}",
+    )
+
+    def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
+        """The generated tokens of a text of more than one token."""
+        tokens = view.long_tokens
+        if not tokens:
+            return ()
+        work = view.work
+        if len(tokens) == 1 and work.strip() == tokens[0]:
+            return ()  # one token: judged with its key, or kept (see the module)
+        found: list[Finding] = []
+        lowered = view.lowered
+        for index, long in enumerate(tokens):
+            at = view.token_at(index)
+            for match in _TOKEN.finditer(long):
+                token = match.group()
+                if len(token) < SHORTEST:
+                    continue
+                stripped = token.lstrip(_LEAD)
+                start = at + match.start() + len(token) - len(stripped)
+                stripped = stripped.rstrip(_TRAIL)
+                offset = generated_at(stripped)
+                if offset is None:
+                    continue
+                start += offset
+                end = start + len(stripped) - offset
+                if view.taken(start, end) or labelled_public(work[max(0, start - 80) : start]):
+                    continue
+                if near.speaks_of_ids(lowered, start):
+                    continue
+                found.append(self.finding(start, end, "secret"))
+        return found
+
+    def may_judge_unfound(self, text: str) -> bool:
+        """Only a text of one token that looks generated."""
+        return generated_at(text.strip()) == 0
+
+    def judge_unfound(self, field: Field, text: str) -> str | None:
+        """A mapping's value (or key) of one generated token, unless its key is for something
+        meant to be seen or speaks of ids and digests."""
+        key = field.key
+        if type(key) is str and (
+            field.where.redactor.allows(key)
+            or public_tail(key)
+            or near.speaks_of_ids(key.lower(), 0)
+            or _handle(key)
+        ):
+            return None
+        return "secret" if generated_at(text.strip()) == 0 else None
