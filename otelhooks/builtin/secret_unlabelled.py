@@ -63,8 +63,8 @@ def _made_of_words(run: str) -> bool:
     core = run.strip("0123456789")
     if not core.isalpha():
         return False
-    letters = core.lower()
-    return sum(c in _VOWELS for c in letters) >= 0.25 * len(letters)
+    lowered = core.lower()
+    return sum(c in _VOWELS for c in lowered) >= 0.25 * len(lowered)
 
 
 def _handle(key: str) -> bool:
