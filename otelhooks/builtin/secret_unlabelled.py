@@ -160,7 +160,7 @@ class UnlabelledTokenDetector(Detector):
 
     def may_judge_unfound(self, text: str) -> bool:
         """Only a text of one token that looks generated."""
-        return generated_at(text.strip()) == 0
+        return _generated_whole(text)
 
     def judge_unfound(self, field: Field, text: str) -> str | None:
         """A mapping's value (or key) of one generated token, unless its key is for something
@@ -173,4 +173,10 @@ class UnlabelledTokenDetector(Detector):
             or _handle(key)
         ):
             return None
-        return "secret" if generated_at(text.strip()) == 0 else None
+        return "secret" if _generated_whole(text) else None
+
+
+def _generated_whole(text: str) -> bool:
+    """Whether ``text`` is one token (spaces around it aside), generated whole."""
+    token = text.strip()
+    return _TOKEN.fullmatch(token) is not None and generated_at(token) == 0
