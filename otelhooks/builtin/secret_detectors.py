@@ -362,6 +362,9 @@ def minimal(words: Iterable[str]) -> list[str]:
     return sorted(w for w in words if not any(o != w and o in w for o in words))
 
 
+_JUDGED_MAX: Final = 1024  # the longest token a judge of unfound texts judges (looks_random)
+
+
 class Pipeline:
     """The detectors of one redactor in priority order, the gate over their keywords, and
     :meth:`find`: every detector that applies, over one text, merged."""
@@ -387,6 +390,14 @@ class Pipeline:
         )
         self.unfound_judges = tuple(
             d for d in self.detectors if type(d).judge_unfound is not Detector.judge_unfound
+        )
+
+    def judged_in_place(self, text: str) -> bool:
+        """Whether a ``text`` no detector found anything in may still be redacted where it
+        stands (a judge of unfound texts may judge it as a mapping's item): it is then clean
+        here, not everywhere, and must not be remembered as clean by identity."""
+        return len(text) <= _JUDGED_MAX and any(
+            judge.may_judge_unfound(text) for judge in self.unfound_judges
         )
 
     def find(self, text: str, depth: int = 0) -> list[Finding]:

@@ -17,9 +17,12 @@ whose name labels it public or an id (``publicKey``, ``request_id``), a token on
 speaks of commits, hashes, digests or ids, and a mapping's value under a key for something meant
 to be seen (``cursor``, ``etag``, ``node_id``).
 
-**A text of one token** (a JSON value, an item of a list) is judged where its key is known: as a
-mapping's value it is judged with its key (:meth:`UnlabelledTokenDetector.judge_unfound`); alone,
-or as an item of a list of tokens (a list of ids), it is kept.
+**A token alone on its line** (a text of one token, a JSON value, an item of a list of ids, one
+per line) is judged where its key is known: as a mapping's value it is judged with its key
+(:meth:`UnlabelledTokenDetector.judge_unfound`); alone, or in a list, it is kept. A text found
+clean that a mapping's key could still make a secret is not remembered as clean by identity
+(:meth:`~.secret_detectors.Pipeline.judged_in_place`): the same string is judged anew where it
+stands.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ _B64_LINE: Final = re.compile(r"[A-Za-z0-9+/]{60,}={0,2}")
 _TITLE_WORD: Final = re.compile(r"[A-Z][a-z]{2,}")
 _ACRONYM: Final = re.compile(r"[A-Z]{2,}(?![a-z])")
 _LEAD: Final = "_-.:=/#$@"
+_WORD: Final = re.compile(r"[A-Za-z0-9]")
 _TRAIL: Final = ".:!?=,"
 _PUBLIC_PREFIXES: Final = ("pk_test_", "pk_live_")
 _VOWELS: Final = frozenset("aeiou")
@@ -133,8 +137,6 @@ class UnlabelledTokenDetector(Detector):
         if not tokens:
             return ()
         work = view.work
-        if len(tokens) == 1 and work.strip() == tokens[0]:
-            return ()  # one token: judged with its key, or kept (see the module)
         found: list[Finding] = []
         lowered = view.lowered
         for index, long in enumerate(tokens):
@@ -153,7 +155,7 @@ class UnlabelledTokenDetector(Detector):
                 end = start + len(stripped) - offset
                 if view.taken(start, end) or labelled_public(work[max(0, start - 80) : start]):
                     continue
-                if near.speaks_of_ids(lowered, start):
+                if _alone_on_its_line(work, start, end) or near.speaks_of_ids(lowered, start):
                     continue
                 found.append(self.finding(start, end, "secret"))
         return found
@@ -174,6 +176,16 @@ class UnlabelledTokenDetector(Detector):
         ):
             return None
         return "secret" if _generated_whole(text) else None
+
+
+def _alone_on_its_line(text: str, start: int, end: int) -> bool:
+    """Whether nothing but punctuation stands beside ``text[start:end]`` on its line (an item
+    of a list of ids, one per line, or a text of one token)."""
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", end)
+    before = text[line_start:start]
+    after = text[end : line_end if line_end >= 0 else len(text)]
+    return _WORD.search(before) is None and _WORD.search(after) is None
 
 
 def _generated_whole(text: str) -> bool:
