@@ -519,10 +519,11 @@ def proximity_spans(
 
 def speaks_of_ids(lowered: str, at: int) -> bool:
     """Whether the line of ``lowered`` (lower case) that holds ``at`` speaks of commits,
-    hashes, digests, traces, requests or ids (what a random-looking token there is)."""
-    start = lowered.rfind("\n", 0, at) + 1
-    end = lowered.find("\n", at)
-    return _DIGEST_WORDS.search(lowered, start, end if end >= 0 else len(lowered)) is not None
+    hashes, digests, traces, requests or ids (what a random-looking token there is), as far
+    as 512 characters on either side."""
+    start = lowered.rfind("\n", max(0, at - _AROUND), at) + 1 or max(0, at - _AROUND)
+    end = lowered.find("\n", at, at + _AROUND)
+    return _DIGEST_WORDS.search(lowered, start, end if end >= 0 else at + _AROUND) is not None
 
 
 def proximity_strength(text: str) -> int:

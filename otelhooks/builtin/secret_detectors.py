@@ -185,6 +185,13 @@ class TextView:
         start = self._offsets[index]
         return start, min(len(self.work), start + len(self.long_tokens[index]) + reach)
 
+    def token_holding(self, at: int) -> tuple[int, int]:
+        """Where the long token holding :attr:`tokens_lower`'s character ``at`` starts: in
+        :attr:`work`, and in :attr:`tokens_lower`."""
+        starts = self._place_tokens()
+        index = bisect.bisect_right(starts, at) - 1
+        return self._offsets[index], starts[index]
+
     def token_at(self, index: int) -> int:
         """Where in :attr:`work` the long token ``long_tokens[index]`` is."""
         self._place_tokens()

@@ -38,9 +38,15 @@ from .secret_shapes import labelled_public
 
 SHORTEST: Final = 16  # characters of a token and of its random run
 _TOKEN: Final = re.compile(r"[^\s\"'`<>()\[\]{},;\\|]+")  # between quotes, brackets and spaces
+_BREAKS: Final = frozenset(" \t\r\n\"'`<>()[]{},;\\|")
+# In the lower-case long tokens: each run of 16+ of base64's characters (and its padding). A
+# simple pattern the engine scans fast; what it finds is sorted in Python (most texts hold few).
+_CANDIDATE: Final = re.compile(r"[a-z0-9+/]{16,}+=*+")
+_LONG_RUN: Final = re.compile(r"[a-z0-9]{16,}")
 _RUN: Final = re.compile(r"[A-Za-z0-9]+")
 _HEX: Final = re.compile(r"[0-9a-fA-F]+")
-_B64_LINE: Final = re.compile(r"[A-Za-z0-9+/]{60,}={0,2}")
+_B64_LINE_MIN: Final = 60
+_B64_LINE: Final = re.compile(r"[A-Za-z0-9+/]{60,}={0,2}")  # _B64_LINE_MIN or more
 _TITLE_WORD: Final = re.compile(r"[A-Z][a-z]{2,}")
 _ACRONYM: Final = re.compile(r"[A-Z]{2,}(?![a-z])")
 _LEAD: Final = "_-.:=/#$@"
@@ -132,32 +138,45 @@ class UnlabelledTokenDetector(Detector):
     )
 
     def find(self, view: TextView, hits: Mapping[str, list[int]]) -> Iterable[Finding]:
-        """The generated tokens of a text of more than one token."""
-        tokens = view.long_tokens
-        if not tokens:
+        """The generated tokens of a text that do not stand alone on their line. Candidates
+        are found in one pass over the text's long tokens (a run of 16+ letters and digits,
+        neither all letters, all digits nor hex); each token holding one is judged once."""
+        joined = view.tokens_lower
+        if not joined:
             return ()
-        work = view.work
+        work, lowered = view.work, view.lowered
         found: list[Finding] = []
-        lowered = view.lowered
-        for index, long in enumerate(tokens):
-            at = view.token_at(index)
-            for match in _TOKEN.finditer(long):
-                token = match.group()
-                if len(token) < SHORTEST:
-                    continue
-                stripped = token.lstrip(_LEAD)
-                start = at + match.start() + len(token) - len(stripped)
-                stripped = stripped.rstrip(_TRAIL)
-                offset = generated_at(stripped)
-                if offset is None:
-                    continue
-                start += offset
-                end = start + len(stripped) - offset
-                if view.taken(start, end) or labelled_public(work[max(0, start - 80) : start]):
-                    continue
-                if _alone_on_its_line(work, start, end) or near.speaks_of_ids(lowered, start):
-                    continue
-                found.append(self.finding(start, end, "secret"))
+        judged = -1  # where in work the last token judged ends
+        for run in _CANDIDATE.finditer(joined):
+            letters = run.group()
+            if letters.isalnum():
+                if letters.isalpha() or letters.isdigit() or _HEX.fullmatch(letters) is not None:
+                    continue  # letters alone, digits alone, or hex: nothing generated
+            elif len(letters) >= _B64_LINE_MIN or not any(
+                not r.isalpha() and not r.isdigit() and _HEX.fullmatch(r) is None
+                for r in _LONG_RUN.findall(letters)
+            ):
+                continue  # a base64 blob's line (the blob and key detectors'), or no such run
+            token_start, joined_start = view.token_holding(run.start())
+            at = token_start + run.start() - joined_start  # the run, in work
+            if at < judged:
+                continue  # a run of a token already judged
+            start, end = _token_around(work, token_start, at)
+            judged = end
+            token = work[start:end]
+            stripped = token.lstrip(_LEAD)
+            start += len(token) - len(stripped)
+            stripped = stripped.rstrip(_TRAIL)
+            offset = generated_at(stripped)
+            if offset is None:
+                continue
+            start += offset
+            end = start + len(stripped) - offset
+            if view.taken(start, end) or labelled_public(work[max(0, start - 80) : start]):
+                continue
+            if _alone_on_its_line(work, start, end) or near.speaks_of_ids(lowered, start):
+                continue
+            found.append(self.finding(start, end, "secret"))
         return found
 
     def may_judge_unfound(self, text: str) -> bool:
@@ -178,14 +197,25 @@ class UnlabelledTokenDetector(Detector):
         return "secret" if _generated_whole(text) else None
 
 
+def _token_around(work: str, token_start: int, at: int) -> tuple[int, int]:
+    """The token (between quotes, brackets and spaces) of the long token starting at
+    ``token_start`` that holds ``work[at]``."""
+    start = at
+    while start > token_start and work[start - 1] not in _BREAKS:
+        start -= 1
+    match = _TOKEN.match(work, at)
+    return start, match.end() if match is not None else at
+
+
 def _alone_on_its_line(text: str, start: int, end: int) -> bool:
     """Whether nothing but punctuation stands beside ``text[start:end]`` on its line (an item
     of a list of ids, one per line, or a text of one token)."""
     line_start = text.rfind("\n", 0, start) + 1
     line_end = text.find("\n", end)
-    before = text[line_start:start]
-    after = text[end : line_end if line_end >= 0 else len(text)]
-    return _WORD.search(before) is None and _WORD.search(after) is None
+    return (
+        _WORD.search(text, line_start, start) is None
+        and _WORD.search(text, end, line_end if line_end >= 0 else len(text)) is None
+    )
 
 
 def _generated_whole(text: str) -> bool:
