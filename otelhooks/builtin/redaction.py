@@ -38,13 +38,13 @@ from ..core.hooks import AfterOverride, AfterToolCallContext
 from ..core.messages import ToolResult
 from ..telemetry import attributes as A
 from .secret_cache import CLEAN_MAX_LEN, ScanCache, bounded_put
+from .secret_defaults import default_detectors
 from .secret_detectors import (
     Detector,
     Finding,
     Pipeline,
     call_id_shaped,
     check_detector,
-    default_detectors,
     identifier_findings,
     merge,
     pipeline_of,

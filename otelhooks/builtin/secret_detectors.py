@@ -26,7 +26,7 @@ of the highest priority (the earliest on a tie). Findings that touch a redaction
 text are dropped: redacting twice changes nothing.
 
 Adding a detector touches no engine code: subclass :class:`Detector` and pass an instance to
-``Redactor(detectors=[...])``.
+``Redactor(detectors=[...])``. The built-in ones, in order, are listed in :mod:`.secret_defaults`.
 """
 
 from __future__ import annotations
@@ -1247,30 +1247,6 @@ def identifier_findings(text: str, pipeline: Pipeline) -> Iterator[Finding]:
         yield Finding(start, match.end(), "secret", "identifier", 100)
 
 
-def default_detectors(patterns: Sequence[SecretPattern]) -> list[Detector]:
-    """The built-in detectors over ``patterns`` (built once per set of patterns: they hold
-    nothing a redactor changes)."""
-    return list(_default_detectors(tuple(patterns)))
-
-
-@functools.lru_cache(maxsize=32)
-def _default_detectors(patterns: tuple[SecretPattern, ...]) -> tuple[Detector, ...]:
-    from .secret_unlabelled import UnlabelledTokenDetector  # it builds on this module
-
-    return (
-        FormatDetector(patterns),
-        KeyNameDetector(),
-        TableDetector(),
-        KubernetesSecretDetector(),
-        DerPrivateKeyDetector(),
-        DataUrlDetector(),
-        NearbyEvidenceDetector(),
-        ShapeDetector(),
-        EncodedBlobDetector(),
-        UnlabelledTokenDetector(),
-    )
-
-
 @functools.lru_cache(maxsize=32)
 def pipeline_of(detectors: tuple[Detector, ...]) -> Pipeline:
     """The pipeline of ``detectors`` (built once per tuple of detector objects)."""
@@ -1281,7 +1257,6 @@ __all__ += [
     "CALL_ID_PROVIDERS",
     "b64decode",
     "call_id_shaped",
-    "default_detectors",
     "has_content",
     "identifier_findings",
     "is_placeholder",
