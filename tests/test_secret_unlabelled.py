@@ -95,6 +95,8 @@ KEPT = [
     "HTTP_511_NETWORK_AUTHENTICATION_REQUIRED is returned",
     "/srv/data/builds/x86_64-linux-gnu/libexprtotype.cpython-311.so loaded",
     "version v0.0.0-20160628152529-48b4e1c0c4d0 is pinned",
+    "block 01BZJ9WJQPWHGNC2W4J9TA62KC compacted",  # a ULID
+    "loaded /rp/Zk3mQ9vR2xT7bN4pL8wY1cF6hJ0sD5gK.gz.js from the CDN",
     MIXED,  # a text of one token: an id a tool created, unless a key says what it is
     f"created:\n  {MIXED}\n  {LOWER}\n",  # ids, one per line
     f'[\n  "{MIXED}",\n  "{LOWER}"\n]',

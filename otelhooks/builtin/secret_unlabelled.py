@@ -12,7 +12,8 @@ and is neither hex (a hash, a trace, span or commit id), nor made of words (``Ce
 ``33msecurityContext``). **It is kept** when it is a URL or a path of words, a digest labelled
 with its algorithm (``sha256=...``, ``h1:...``), a base64 line of 60+ characters (a certificate's
 body; a key's is found by the private-key detectors, an encoded secret by the blob decoder), a
-provider's call id (``toolu_...``, ``call_...``), a publishable key (``pk_test_...``), a value
+provider's call id (``toolu_...``, ``call_...``), a ULID, a path (``/rp/...``), a publishable
+key (``pk_test_...``), a value
 whose name labels it public or an id (``publicKey``, ``request_id``), a token on a line that
 speaks of commits, hashes, digests or ids, and a mapping's value under a key for something meant
 to be seen (``cursor``, ``etag``, ``node_id``).
@@ -39,12 +40,14 @@ from .secret_shapes import labelled_public
 SHORTEST: Final = 16  # characters of a token and of its random run
 _TOKEN: Final = re.compile(r"[^\s\"'`<>()\[\]{},;\\|]+")  # between quotes, brackets and spaces
 _BREAKS: Final = frozenset(" \t\r\n\"'`<>()[]{},;\\|")
-# In the lower-case long tokens: each run of 16+ of base64's characters (and its padding). A
-# simple pattern the engine scans fast; what it finds is sorted in Python (most texts hold few).
-_CANDIDATE: Final = re.compile(r"[a-z0-9+/]{16,}+=*+")
+# The runs of base64's characters in the lower-case long tokens: every other ASCII character
+# becomes a space, and the text is split (two passes in C, cheaper than a pattern's search).
+_RUN_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+/")
+_RUNS_APART: Final = str.maketrans({chr(c): " " for c in range(128) if chr(c) not in _RUN_CHARS})
 _LONG_RUN: Final = re.compile(r"[a-z0-9]{16,}")
 _RUN: Final = re.compile(r"[A-Za-z0-9]+")
 _HEX: Final = re.compile(r"[0-9a-fA-F]+")
+_HEX_LOWER: Final = "0123456789abcdef"
 _B64_LINE_MIN: Final = 60
 _B64_LINE: Final = re.compile(r"[A-Za-z0-9+/]{60,}={0,2}")  # _B64_LINE_MIN or more
 _TITLE_WORD: Final = re.compile(r"[A-Z][a-z]{2,}")
@@ -52,7 +55,9 @@ _ACRONYM: Final = re.compile(r"[A-Z]{2,}(?![a-z])")
 _LEAD: Final = "_-.:=/#$@"
 _WORD: Final = re.compile(r"[A-Za-z0-9]")
 _TRAIL: Final = ".:!?=,"
-_PUBLIC_PREFIXES: Final = ("pk_test_", "pk_live_")
+_PATHS: Final = ("/", "./", "../", "~/")
+_KEPT_PREFIXES: Final = ("pk_test_", "pk_live_", *_PATHS, *CALL_ID_PROVIDERS)
+_ULID: Final = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")  # Crockford's base32: a sortable id
 _VOWELS: Final = frozenset("aeiou")
 # A mapping's keys for a handle that pages or versions a listing: random by design, meant to be
 # sent back.
@@ -97,8 +102,8 @@ def generated_at(token: str) -> int | None:
     (after ``NAME=``), or ``None`` when it holds none: see the module's contract."""
     if len(token) < SHORTEST or "://" in token or DIGEST.search(token):
         return None
-    if token.startswith(_PUBLIC_PREFIXES) or token.startswith(CALL_ID_PROVIDERS):
-        return None
+    if token.startswith(_KEPT_PREFIXES) or _ULID.fullmatch(token) is not None:
+        return None  # a publishable key, a provider's call id, a path, a ULID
     start = 0
     if token.count("=") == 1 and not token.endswith("="):
         start = token.index("=") + 1
@@ -147,23 +152,29 @@ class UnlabelledTokenDetector(Detector):
         work, lowered = view.work, view.lowered
         found: list[Finding] = []
         judged = -1  # where in work the last token judged ends
-        for run in _CANDIDATE.finditer(joined):
-            letters = run.group()
+        cursor = 0  # where in joined the runs looked at so far end
+        for letters in joined.translate(_RUNS_APART).split():
+            if len(letters) < SHORTEST:
+                continue
+            place = joined.find(letters, cursor)  # the first from there on: this run
+            cursor = place + len(letters)
             if letters.isalnum():
-                if letters.isalpha() or letters.isdigit() or _HEX.fullmatch(letters) is not None:
-                    continue  # letters alone, digits alone, or hex: nothing generated
+                if not letters.strip(_HEX_LOWER) or letters.isalpha() or letters.isdigit():
+                    continue  # hex, letters alone or digits alone: nothing generated
             elif len(letters) >= _B64_LINE_MIN or not any(
                 not r.isalpha() and not r.isdigit() and _HEX.fullmatch(r) is None
                 for r in _LONG_RUN.findall(letters)
             ):
                 continue  # a base64 blob's line (the blob and key detectors'), or no such run
-            token_start, joined_start = view.token_holding(run.start())
-            at = token_start + run.start() - joined_start  # the run, in work
+            token_start, joined_start = view.token_holding(place)
+            at = token_start + place - joined_start  # the run, in work
             if at < judged:
                 continue  # a run of a token already judged
             start, end = _token_around(work, token_start, at)
             judged = end
             token = work[start:end]
+            if token.startswith(_PATHS):
+                continue  # a path, with a generated name in it or not
             stripped = token.lstrip(_LEAD)
             start += len(token) - len(stripped)
             stripped = stripped.rstrip(_TRAIL)
