@@ -38,6 +38,7 @@ from .secret_keys import DIGEST, looks_random, normalise, public_tail
 from .secret_shapes import labelled_public
 
 SHORTEST: Final = 16  # characters of a token and of its random run
+_B64_LINE_MIN: Final = 60  # a base64 run this long is a blob's line
 _TOKEN: Final = re.compile(r"[^\s\"'`<>()\[\]{},;\\|]+")  # between quotes, brackets and spaces
 _BREAKS: Final = frozenset(" \t\r\n\"'`<>()[]{},;\\|")
 # The runs of base64's characters in the lower-case long tokens, found on a mask of them: each
@@ -45,12 +46,29 @@ _BREAKS: Final = frozenset(" \t\r\n\"'`<>()[]{},;\\|")
 # sixteen "x" in a row (a literal: the engine skips to it at a few instructions a character).
 _RUN_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789+/")
 _MASK: Final = str.maketrans({chr(c): "x" if chr(c) in _RUN_CHARS else " " for c in range(128)})
-_SIXTEEN: Final = re.compile("x" * SHORTEST + "x*")
-_LONG_RUN: Final = re.compile(r"[a-z0-9]{16,}")
+# Sixteen in a row (a literal the engine skips to), and the rest of the run; a run of 60+ with
+# the runs of 60+ after it (a base64 blob's lines, passed over in one match).
+_SIXTEEN: Final = re.compile(
+    "x" * SHORTEST
+    + "(?:"
+    + "x" * (_B64_LINE_MIN - SHORTEST)
+    + "x*(?: "
+    + "x" * _B64_LINE_MIN
+    + "x*)*|x*)"
+)
+# What each character of a run is, for tests by position without a copy: a digit "d", a letter
+# no hex has "g" (hex letters "h"), "+" or "/" "p".
+_KINDS: Final = str.maketrans(
+    {
+        **{c: "d" for c in "0123456789"},
+        **{c: "h" for c in "abcdef"},
+        **{c: "g" for c in "ghijklmnopqrstuvwxyz"},
+        "+": "p",
+        "/": "p",
+    }
+)
 _RUN: Final = re.compile(r"[A-Za-z0-9]+")
 _HEX: Final = re.compile(r"[0-9a-fA-F]+")
-_HEX_LOWER: Final = "0123456789abcdef"
-_B64_LINE_MIN: Final = 60
 _B64_LINE: Final = re.compile(r"[A-Za-z0-9+/]{60,}={0,2}")  # _B64_LINE_MIN or more
 _TITLE_WORD: Final = re.compile(r"[A-Z][a-z]{2,}")
 _ACRONYM: Final = re.compile(r"[A-Z]{2,}(?![a-z])")
@@ -154,17 +172,19 @@ class UnlabelledTokenDetector(Detector):
         work, lowered = view.work, view.lowered
         found: list[Finding] = []
         judged = -1  # where in work the last token judged ends
+        kinds = joined.translate(_KINDS)
         for run in _SIXTEEN.finditer(joined.translate(_MASK)):
-            place = run.start()
-            letters = joined[place : run.end()]
-            if letters.isalnum():
-                if not letters.strip(_HEX_LOWER) or letters.isalpha() or letters.isdigit():
-                    continue  # hex, letters alone or digits alone: nothing generated
-            elif len(letters) >= _B64_LINE_MIN or not any(
-                not r.isalpha() and not r.isdigit() and _HEX.fullmatch(r) is None
-                for r in _LONG_RUN.findall(letters)
+            place, run_end = run.span()
+            if kinds.find("g", place, run_end) < 0 or kinds.find("d", place, run_end) < 0:
+                continue  # hex, letters alone or digits alone: nothing generated
+            if run_end - place >= _B64_LINE_MIN and (
+                kinds.find("p", place, run_end) >= 0 or kinds.find(" ", place, run_end) >= 0
             ):
-                continue  # a base64 blob's line (the blob and key detectors'), or no such run
+                continue  # a base64 blob's lines: the blob and private-key detectors' to judge
+            if kinds.find("p", place, run_end) >= 0 and (
+                max(map(len, joined[place:run_end].replace("+", "/").split("/"))) < SHORTEST
+            ):
+                continue  # no run of 16+ letters and digits between its + and /: a path
             token_start, joined_start = view.token_holding(place)
             at = token_start + place - joined_start  # the run, in work
             if at < judged:
