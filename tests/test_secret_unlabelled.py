@@ -120,6 +120,7 @@ def test_a_value_under_a_key_for_an_id_a_cursor_or_a_digest_is_kept() -> None:
         "mcp.session.id": MIXED,
         "gen_ai.tool.call.id": f"call_{MIXED}",
         "items": [MIXED, LOWER],  # a list of ids
+        "output": MIXED,  # content, judged as the same text alone is
     }
     assert REDACTOR.redact(value) == (value, [])
 

@@ -16,7 +16,8 @@ provider's call id (``toolu_...``, ``call_...``), a ULID, a path (``/rp/...``), 
 key (``pk_test_...``), a value
 whose name labels it public or an id (``publicKey``, ``request_id``), a token on a line that
 speaks of commits, hashes, digests or ids, and a mapping's value under a key for something meant
-to be seen (``cursor``, ``etag``, ``node_id``).
+to be seen (``cursor``, ``etag``, ``node_id``) or for content (``output``, ``stdout``: a token
+there is judged as the same text alone is).
 
 **A token alone on its line** (a text of one token, a JSON value, an item of a list of ids, one
 per line) is judged where its key is known: as a mapping's value it is judged with its key
@@ -102,9 +103,17 @@ def _made_of_words(run: str) -> bool:
     return sum(c in _VOWELS for c in lowered) >= 0.25 * len(lowered)
 
 
+# A mapping's keys for content a tool or a program wrote, not a field: a token there is judged
+# as the same text alone is (kept), in the tool's log event as in its result.
+_CONTENT_KEYS: Final = frozenset(
+    {"output", "result", "content", "text", "body", "message", "stdout", "stderr", "response"}
+)
+
+
 def _handle(key: str) -> bool:
+    """Whether ``key`` names a handle (a cursor, an etag) or content (a tool's output)."""
     segments = normalise(key)
-    return bool(segments) and segments[-1] in _HANDLE_KEYS
+    return bool(segments) and (segments[-1] in _HANDLE_KEYS or segments[-1] in _CONTENT_KEYS)
 
 
 def _random_run(token: str) -> bool:
