@@ -30,6 +30,14 @@ REMOVED = [
     f"Traceback (most recent call last):\n  File \"sync.py\"\nVextoError: rejected '{LOWER}'",
     f"settings:\n  upstream: {DASHED}\n  region: eu-west-1\n",
     f"VEXTO={MIXED} ./run.sh",
+    # what a review found passing: a long token of letters and digits, random mixed case that
+    # holds capitals before small letters, words that only begin like an id's
+    f"configured with {fill('{a64}', 'unlabelled:64')} hourly",
+    "The integration is configured with RfQ67QncSvEzlnIzc3Q9TgkkyeqfowLf and runs hourly.",
+    "The integration is configured with u1MKjzEfeOJks83PAmRvlzIwGcjgbgTY and runs hourly.",
+    f"You shall use {MIXED} for the nightly sync.",
+    f"I shared {LOWER} with the vendor.",
+    f"Per your request, here it is: {MIXED}",
 ]
 
 
@@ -97,6 +105,15 @@ KEPT = [
     "version v0.0.0-20160628152529-48b4e1c0c4d0 is pinned",
     "block 01BZJ9WJQPWHGNC2W4J9TA62KC compacted",  # a ULID
     "loaded /rp/Zk3mQ9vR2xT7bN4pL8wY1cF6hJ0sD5gK.gz.js from the CDN",
+    "thread 'main' panicked at core::panicking::panic_fmt::h3a5b7c9d1e2f4a6b",
+    "sent to 0x742d35Cc6634C0532925a3b844Bc454e4438f44e on mainnet",
+    "block 01hzx3q8v5k2m9n4p7r6t1w0yb compacted",
+    "created user_01h455vb4pex5vsknk084sn02q today",
+    "wrote C:\\Users\\bob\\AppData\\Local\\Cache\\a8Zk3mQ9vR2xT7bN4pQ\\log.txt ok",
+    "wrote tmp/Zk3mQ9vR2xT7bN4pL8wY1c/out.json ok",
+    "claims eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0 unsigned",
+    "charged pi_3MtwBwLkdIwHu7ix28a3tqPa and logged req_011CRq4tZz8mJ3xY5kWn2PqA",
+    "mailed x9kqa7w2m4vb8n1c3zq5t6y0pl@example.com",
     MIXED,  # a text of one token: an id a tool created, unless a key says what it is
     f"created:\n  {MIXED}\n  {LOWER}\n",  # ids, one per line
     f'[\n  "{MIXED}",\n  "{LOWER}"\n]',
@@ -141,6 +158,12 @@ def test_a_string_found_clean_alone_is_judged_again_as_a_mapping_value() -> None
         {"items": [token], "config": {"value": "[REDACTED:secret]"}},
         ["config.value"],
     )
+    # however long the padding around the token (a judge's bound is on the token, not the text)
+    padded = token + " " * 1100
+    assert redactor.redact({"items": [padded], "config": {"value": padded}})[1] == [
+        "items[0]",
+        "config.value",
+    ]
     # and a service's name beside it (the nearby detector judges it the same way)
     hexkey = fill("{h32}", "unlabelled:hex")
     assert redactor.redact_text(hexkey) == (hexkey, [])

@@ -517,15 +517,6 @@ def proximity_spans(
             break
 
 
-def speaks_of_ids(lowered: str, at: int) -> bool:
-    """Whether the line of ``lowered`` (lower case) that holds ``at`` speaks of commits,
-    hashes, digests, traces, requests or ids (what a random-looking token there is), as far
-    as 512 characters on either side."""
-    start = lowered.rfind("\n", max(0, at - _AROUND), at) + 1 or max(0, at - _AROUND)
-    end = lowered.find("\n", at, at + _AROUND)
-    return _DIGEST_WORDS.search(lowered, start, end if end >= 0 else at + _AROUND) is not None
-
-
 def proximity_strength(text: str) -> int:
     """The evidence a short string (a key, a value naming a service) gives its neighbours."""
     lowered = text.lower()

@@ -79,6 +79,7 @@ __all__ = [
     "NearbyEvidenceDetector",
     "Pipeline",
     "ShapeDetector",
+    "Spans",
     "TableDetector",
     "TextView",
     "merge",
@@ -403,9 +404,9 @@ class Pipeline:
         """Whether a ``text`` no detector found anything in may still be redacted where it
         stands (a judge of unfound texts may judge it as a mapping's item): it is then clean
         here, not everywhere, and must not be remembered as clean by identity."""
-        return len(text) <= _JUDGED_MAX and any(
-            judge.may_judge_unfound(text) for judge in self.unfound_judges
-        )
+        if len(text) > _JUDGED_MAX and len(text.strip()) > _JUDGED_MAX:
+            return False  # no judge judges a token this long (padding around one aside)
+        return any(judge.may_judge_unfound(text) for judge in self.unfound_judges)
 
     def find(self, text: str, depth: int = 0) -> list[Finding]:
         """What every applicable detector finds in ``text``, merged (:func:`merge`)."""
@@ -441,20 +442,54 @@ class Pipeline:
 _PLACED: Final = re.compile(r"\[REDACTED:[A-Za-z0-9_.-]{1,64}\]")
 
 
+class Spans:
+    """A union of spans, for overlap tests in logarithmic time."""
+
+    __slots__ = ("_ends", "_starts")
+
+    def __init__(self, spans: Iterable[tuple[int, int]]) -> None:
+        starts: list[int] = []
+        ends: list[int] = []
+        for start, end in sorted(spans):
+            if starts and start <= ends[-1]:
+                ends[-1] = max(ends[-1], end)
+            else:
+                starts.append(start)
+                ends.append(end)
+        self._starts, self._ends = starts, ends
+
+    def overlap(self, start: int, end: int) -> bool:
+        """Whether ``[start, end)`` shares a character with the union."""
+        index = bisect.bisect_left(self._starts, end) - 1  # the last span starting before end
+        return index >= 0 and self._ends[index] > start
+
+
+def _not_yielded(findings: list[Finding]) -> list[Finding]:
+    """``findings`` without those of a yielding detector that overlap a finding of a higher
+    priority (for each priority that yields, the higher findings' union, searched by bisection:
+    thousands of findings cost no more than sorting them)."""
+    if not any(f.yields for f in findings):
+        return findings
+    kept = [f for f in findings if not f.yields]
+    for priority in sorted({f.priority for f in findings if f.yields}):
+        higher = Spans((g.start, g.end) for g in findings if g.priority > priority)
+        kept.extend(
+            f
+            for f in findings
+            if f.yields and f.priority == priority and not higher.overlap(f.start, f.end)
+        )
+    return kept
+
+
 def merge(text: str, findings: list[Finding]) -> list[Finding]:
     """The merge policy: findings of yielding detectors that overlap a finding of a higher
     priority are dropped, findings that touch a redaction already in ``text`` too; the rest,
     where they overlap, become one finding with the kind of the highest priority among them
     (the earliest on a tie). In order of position."""
-    kept = [
-        f
-        for f in findings
-        if not f.yields
-        or not any(g.priority > f.priority and g.overlaps(f.start, f.end) for g in findings)
-    ]
+    kept = _not_yielded(findings)
     if "[REDACTED:" in text:
-        placed = [m.span() for m in _PLACED.finditer(text)]
-        kept = [f for f in kept if not any(f.overlaps(s, e) for s, e in placed)]
+        placed = Spans(m.span() for m in _PLACED.finditer(text))
+        kept = [f for f in kept if not placed.overlap(f.start, f.end)]
     kept = [f for f in kept if f.start < f.end]
     if len(kept) < 2:
         return kept

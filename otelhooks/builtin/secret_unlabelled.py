@@ -34,7 +34,15 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 from . import secret_context as near
-from .secret_detectors import CALL_ID_PROVIDERS, Detector, Field, Finding, TextView, b64text
+from .secret_detectors import (
+    CALL_ID_PROVIDERS,
+    Detector,
+    Field,
+    Finding,
+    Spans,
+    TextView,
+    b64text,
+)
 from .secret_keys import DIGEST, looks_random, normalise, public_tail
 from .secret_shapes import labelled_public
 
@@ -73,13 +81,65 @@ _HEX: Final = re.compile(r"[0-9a-fA-F]+")
 _B64_LINE: Final = re.compile(r"[A-Za-z0-9+/]{60,}={0,2}")  # _B64_LINE_MIN or more
 _TITLE_WORD: Final = re.compile(r"[A-Z][a-z]{2,}")
 _ACRONYM: Final = re.compile(r"[A-Z]{2,}(?![a-z])")
+_AROUND: Final = 256  # how far a token's line is read on either side
+# Words for an id, whole (``sha`` in ``shall`` is none); in a key, or just before a token.
+_ID_WORDS: Final = re.compile(
+    r"(?<![a-z0-9])(?:commit|sha(?:1|224|256|384|512)?|digest|hash|checksum|revision|rev|etag"
+    r"|md5|fingerprint|trace|span|ids?|uuid|guid|ulid|cursor)(?![a-z0-9])"
+    r"|[_.-]ids?(?![a-z0-9])"
+    r"|(?:request|session|user|node|trace|span|object|order|run|job|task|build|event|message"
+    r"|correlation|transaction|account|device|client|app|file|item|record|row)ids?(?![a-z0-9])"
+)
 _LEAD: Final = "_-.:=/#$@"
 _WORD: Final = re.compile(r"[A-Za-z0-9]")
 _TRAIL: Final = ".:!?=,"
 _PATHS: Final = ("/", "./", "../", "~/")
-_KEPT_PREFIXES: Final = ("pk_test_", "pk_live_", *_PATHS, *CALL_ID_PROVIDERS)
-_ULID: Final = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")  # Crockford's base32: a sortable id
-_VOWELS: Final = frozenset("aeiou")
+_WINDOWS_PATH: Final = re.compile(r"[\"'(]?[A-Za-z]:[\\/]")  # the long token is one
+# What public ids and handles start with: a publishable key; providers' objects (Stripe's
+# charges, customers, intents..., Anthropic's requests, OpenAI's assistants, threads and files)
+# and calls; a path.
+_KEPT_PREFIXES: Final = (
+    "pk_test_",
+    "pk_live_",
+    *(
+        f"{p}_"
+        for p in (
+            "acct",
+            "ch",
+            "cus",
+            "evt",
+            "in",
+            "pi",
+            "pm",
+            "po",
+            "price",
+            "prod",
+            "py",
+            "re",
+            "seti",
+            "si",
+            "sub",
+            "txn",
+            "req",
+            "asst",
+            "thread",
+            "batch",
+            "vs",
+            "file",
+        )
+    ),
+    "file-",
+    *_PATHS,
+    *CALL_ID_PROVIDERS,
+)
+_KEPT: Final = re.compile(
+    r"(?:[a-z]{1,12}_)?[0-7][0-9A-HJKMNP-TV-Z]{25}"  # a ULID (Crockford's base32), a TypeID
+    r"|(?:[a-z]{1,12}_)?[0-7][0-9a-hjkmnp-tv-z]{25}"
+    r"|0[xX][0-9a-fA-F]+"  # a hex literal: an address, a hash
+    r"|[A-Za-z]:[\\/].*"  # a Windows path
+    r"|[^@\s]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"  # an email address
+    r"|.*::h[0-9a-f]{16}"  # a Rust symbol's hash
+)
 # A mapping's keys for a handle that pages or versions a listing: random by design, meant to be
 # sent back.
 _HANDLE_KEYS: Final = frozenset(
@@ -87,20 +147,27 @@ _HANDLE_KEYS: Final = frozenset(
 )
 
 
+def _spelt(word: str) -> bool:
+    """A word as words are spelt: one letter in four a vowel or more (``Cert``, ``Context``;
+    not ``Tgkkyeqfow``)."""
+    return sum(map(word.lower().count, "aeiou")) >= 0.25 * len(word)
+
+
 def _made_of_words(run: str) -> bool:
-    """Mixed case whose letters are mostly title-case words and capitals' acronyms
-    (``CertAlgoECDSA256v01``, ``X25519PrivateKey``), or letters spelt as words are (one in four
-    a vowel) between digits at its ends only (``33msecurityContext``)."""
-    letters = sum(c.isalpha() for c in run)
+    """Mixed case whose letters are mostly title-case words spelt as words are and capitals'
+    acronyms (``CertAlgoECDSA256v01``, ``X25519PrivateKey``), or letters spelt as words are
+    (one in four a vowel) between digits at its ends only (``33msecurityContext``)."""
+    letters = sum(map(str.isalpha, run))
     if letters and not run.islower() and not run.isupper():
-        worded = sum(map(len, _TITLE_WORD.findall(run))) + sum(map(len, _ACRONYM.findall(run)))
+        worded = sum(len(w) for w in _TITLE_WORD.findall(run) if _spelt(w)) + sum(
+            map(len, _ACRONYM.findall(run))
+        )
         if worded >= 0.7 * letters:
             return True
     core = run.strip("0123456789")
     if not core.isalpha():
         return False
-    lowered = core.lower()
-    return sum(c in _VOWELS for c in lowered) >= 0.25 * len(lowered)
+    return sum(map(core.lower().count, "aeiou")) >= 0.25 * len(core)
 
 
 # A mapping's keys for content a tool or a program wrote, not a field: a token there is judged
@@ -114,6 +181,27 @@ def _handle(key: str) -> bool:
     """Whether ``key`` names a handle (a cursor, an etag) or content (a tool's output)."""
     segments = normalise(key)
     return bool(segments) and (segments[-1] in _HANDLE_KEYS or segments[-1] in _CONTENT_KEYS)
+
+
+_FILE_NAME: Final = re.compile(r"[A-Za-z][A-Za-z_-]*(?:\.[A-Za-z0-9]{1,8})*")
+
+
+def _a_path(value: str) -> bool:
+    """A relative path whose first and last parts are names (``tmp/k3mQ9.../out.json``,
+    ``pkg/ab12.../lib``): a generated directory in it is where, not what."""
+    parts = value.split("/")
+    return (
+        len(parts) >= 3
+        and _FILE_NAME.fullmatch(parts[0]) is not None
+        and _FILE_NAME.fullmatch(parts[-1]) is not None
+    )
+
+
+def _text_in_base64(value: str) -> bool:
+    """Whether ``value`` is base64 of text, or parts of it joined by dots are (a JWT without
+    its signature)."""
+    parts = [p for p in value.split(".") if len(p) >= 8]
+    return bool(parts) and all(b64text(p) is not None for p in parts)
 
 
 def _random_run(token: str) -> bool:
@@ -131,16 +219,16 @@ def generated_at(token: str) -> int | None:
     (after ``NAME=``), or ``None`` when it holds none: see the module's contract."""
     if len(token) < SHORTEST or "://" in token or DIGEST.search(token):
         return None
-    if token.startswith(_KEPT_PREFIXES) or _ULID.fullmatch(token) is not None:
-        return None  # a publishable key, a provider's call id, a path, a ULID
+    if token.startswith(_KEPT_PREFIXES) or _KEPT.fullmatch(token) is not None:
+        return None  # a public key, an object's or a call's id, a path, a ULID, an address
     start = 0
     if token.count("=") == 1 and not token.endswith("="):
         start = token.index("=") + 1
     value = token[start:]
-    if len(value) < SHORTEST or _B64_LINE.fullmatch(value) is not None:
-        return None
-    if not _random_run(value) or near.path_like(value) or b64text(value) is not None:
-        return None  # b64text: base64 of text (a JWT's header), for the blob decoder to judge
+    if len(value) < SHORTEST or (_B64_LINE.fullmatch(value) is not None and not value.isalnum()):
+        return None  # a base64 blob's line (a certificate's body): for the blob detectors
+    if not _random_run(value) or near.path_like(value) or _a_path(value) or _text_in_base64(value):
+        return None  # base64 of text (a JWT's header and claims): for the blob decoder to judge
     return start
 
 
@@ -179,6 +267,7 @@ class UnlabelledTokenDetector(Detector):
         if not joined:
             return ()
         work, lowered = view.work, view.lowered
+        taken = Spans((f.start, f.end) for f in view.findings)
         found: list[Finding] = []
         judged = -1  # where in work the last token judged ends
         kinds = joined.translate(_KINDS)
@@ -201,7 +290,7 @@ class UnlabelledTokenDetector(Detector):
             start, end = _token_around(work, token_start, at)
             judged = end
             token = work[start:end]
-            if token.startswith(_PATHS):
+            if token.startswith(_PATHS) or _WINDOWS_PATH.match(work, token_start) is not None:
                 continue  # a path, with a generated name in it or not
             stripped = token.lstrip(_LEAD)
             start += len(token) - len(stripped)
@@ -211,9 +300,9 @@ class UnlabelledTokenDetector(Detector):
                 continue
             start += offset
             end = start + len(stripped) - offset
-            if view.taken(start, end) or labelled_public(work[max(0, start - 80) : start]):
+            if taken.overlap(start, end) or _labelled(work, start) or _names_an_id(lowered, start):
                 continue
-            if _alone_on_its_line(work, start, end) or near.speaks_of_ids(lowered, start):
+            if _alone_on_its_line(work, start, end):
                 continue
             found.append(self.finding(start, end, "secret"))
         return found
@@ -229,7 +318,7 @@ class UnlabelledTokenDetector(Detector):
         if type(key) is str and (
             field.where.redactor.allows(key)
             or public_tail(key)
-            or near.speaks_of_ids(key.lower(), 0)
+            or _ID_WORDS.search(key.lower()) is not None
             or _handle(key)
         ):
             return None
@@ -246,14 +335,71 @@ def _token_around(work: str, token_start: int, at: int) -> tuple[int, int]:
     return start, match.end() if match is not None else at
 
 
+# Things named by an id written right after their name (``request 3fKq... took 20 ms``,
+# ``job Zk3m... failed``); further off, the word says nothing of the token.
+_THINGS_WITH_IDS: Final = frozenset(
+    {
+        "request",
+        "req",
+        "order",
+        "job",
+        "run",
+        "task",
+        "build",
+        "object",
+        "session",
+        "user",
+        "item",
+        "record",
+        "message",
+        "event",
+        "ticket",
+        "invoice",
+        "transaction",
+        "txn",
+        "payment",
+        "charge",
+        "customer",
+        "container",
+        "pod",
+        "node",
+        "block",
+        "deployment",
+    }
+)
+_WORD_BEFORE: Final = re.compile(r"([a-z]+)[ \t:#=]*$")
+
+
+def _labelled(work: str, start: int) -> bool:
+    """Whether a name before ``work[start:]`` (``publicKey: ``, ``request_id=``) labels it
+    public or an id (looked for only where a ``:`` or ``=`` stands before it)."""
+    before = work[max(0, start - 80) : start]
+    return before.rstrip(" \t\"'").endswith((":", "=")) and labelled_public(before)
+
+
+def _names_an_id(lowered: str, start: int) -> bool:
+    """Whether a word for an id, a commit, a hash or a digest stands shortly before ``start``
+    on its line (``commit 3f9a...``, ``trace_id: ...``, ``the build id is ...``)."""
+    line_start = lowered.rfind("\n", max(0, start - near.REACH), start) + 1
+    if _ID_WORDS.search(lowered, max(line_start, start - near.REACH), start) is not None:
+        return True
+    word = _WORD_BEFORE.search(lowered, max(line_start, start - 24), start)
+    return word is not None and word.group(1) in _THINGS_WITH_IDS
+
+
 def _alone_on_its_line(text: str, start: int, end: int) -> bool:
     """Whether nothing but punctuation stands beside ``text[start:end]`` on its line (an item
-    of a list of ids, one per line, or a text of one token)."""
-    line_start = text.rfind("\n", 0, start) + 1
-    line_end = text.find("\n", end)
+    of a list of ids, one per line, or a text of one token), read as far as :data:`_AROUND`
+    characters on either side (a line longer than that with no word in it is not a list)."""
+    before = max(0, start - _AROUND)
+    line_start = text.rfind("\n", before, start) + 1 or before
+    after = min(len(text), end + _AROUND)
+    line_end = text.find("\n", end, after)
+    if line_start == before > 0 or (line_end < 0 and after < len(text)):
+        return False  # the line goes on past what is read: not a line of its own
     return (
         _WORD.search(text, line_start, start) is None
-        and _WORD.search(text, end, line_end if line_end >= 0 else len(text)) is None
+        and _WORD.search(text, end, line_end if line_end >= 0 else after) is None
     )
 
 
