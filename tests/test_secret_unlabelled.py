@@ -171,6 +171,37 @@ def test_a_string_found_clean_alone_is_judged_again_as_a_mapping_value() -> None
     assert out["value"] == "[REDACTED:secret]" and paths == ["value"]
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Password:\n{MIXED}\n",
+        f"API key:\n{LOWER}",
+        f"Generated new token for you:\n    {MIXED}",
+        f"Your token:\n\n  {MIXED}\n\nKeep it safe.",
+        f"secret =\r\n{LOWER}\r\n",
+    ],
+)
+def test_a_value_alone_below_the_credential_name_that_announces_it_is_removed(text: str) -> None:
+    out, kinds = REDACTOR.redact_text(text)
+    assert kinds and R.leftover((MIXED, LOWER), out) is None, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password:\n  required: true\n",
+        "token:\n  - abc\n",
+        "The token is described below:\nsee docs",
+        "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n"
+        "-----END PUBLIC KEY-----",
+        f"Your publishable key:\n{MIXED}",
+        "the secret\nis here",
+    ],
+)
+def test_what_follows_a_credential_name_on_the_next_line_is_judged_as_a_value(text: str) -> None:
+    assert REDACTOR.redact_text(text) == (text, [])
+
+
 def test_a_known_format_keeps_its_own_label() -> None:
     token = "ghp_" + fill("{a36}", "unlabelled:ghp")
     out, kinds = REDACTOR.redact_text(f"the Vexto integration is configured with {token}")
