@@ -114,6 +114,7 @@ KEPT = [
     "claims eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0 unsigned",
     "charged pi_3MtwBwLkdIwHu7ix28a3tqPa and logged req_011CRq4tZz8mJ3xY5kWn2PqA",
     "mailed x9kqa7w2m4vb8n1c3zq5t6y0pl@example.com",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJ8N3q7sXoH9m2kQ4uYt6dW5rP0fZcL1vB8eA3nK2xM dev@laptop",
     MIXED,  # a text of one token: an id a tool created, unless a key says what it is
     f"created:\n  {MIXED}\n  {LOWER}\n",  # ids, one per line
     f'[\n  "{MIXED}",\n  "{LOWER}"\n]',

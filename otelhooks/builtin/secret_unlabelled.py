@@ -139,6 +139,7 @@ _KEPT: Final = re.compile(
     r"|[A-Za-z]:[\\/].*"  # a Windows path
     r"|[^@\s]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"  # an email address
     r"|.*::h[0-9a-f]{16}"  # a Rust symbol's hash
+    r"|AAAA[A-Za-z0-9+/]{12,}={0,2}"  # SSH's wire format (three zero bytes): a public key
 )
 # A mapping's keys for a handle that pages or versions a listing: random by design, meant to be
 # sent back.
@@ -300,7 +301,11 @@ class UnlabelledTokenDetector(Detector):
                 continue
             start += offset
             end = start + len(stripped) - offset
-            if taken.overlap(start, end) or _labelled(work, start) or _names_an_id(lowered, start):
+            if (
+                taken.overlap(start, end)
+                or _labelled(work, start, token_start)
+                or _names_an_id(lowered, start)
+            ):
                 continue
             if _alone_on_its_line(work, start, end):
                 continue
@@ -370,11 +375,15 @@ _THINGS_WITH_IDS: Final = frozenset(
 _WORD_BEFORE: Final = re.compile(r"([a-z]+)[ \t:#=]*$")
 
 
-def _labelled(work: str, start: int) -> bool:
-    """Whether a name before ``work[start:]`` (``publicKey: ``, ``request_id=``) labels it
-    public or an id (looked for only where a ``:`` or ``=`` stands before it)."""
-    before = work[max(0, start - 80) : start]
-    return before.rstrip(" \t\"'").endswith((":", "=")) and labelled_public(before)
+def _labelled(work: str, start: int, token_start: int) -> bool:
+    """Whether a name before ``work[start:]``, or before the long token it is part of
+    (``token_start``), labels it public or an id (``publicKey: ``, ``request_id=``; looked for
+    only where a ``:`` or ``=`` stands before it)."""
+    for at in {start, token_start}:
+        before = work[max(0, at - 80) : at]
+        if before.rstrip(" \t\"'").endswith((":", "=")) and labelled_public(before):
+            return True
+    return False
 
 
 def _names_an_id(lowered: str, start: int) -> bool:
