@@ -100,6 +100,24 @@ def run(report: Report, quick: bool) -> None:
                     f"{source} {fam} {channel}"
                 ] = (r, n)
                 report.row(f"  {label} {source} / {fam} / {channel}", _cell(r, n))
+    if tuning is not None:
+        withheld = R.names_withheld(R.samples(tuning))
+        recall = R.Recall(
+            R.run_channels([p for i, s in enumerate(withheld) for p in R.place(s, i)])
+        )
+        removed, placed = recall.rate()
+        out["recall"]["tuning, service names withheld"] = {
+            "all": (removed, placed),
+            "context": recall.by("context"),
+            "channel": recall.by("channel"),
+        }
+        report.row(
+            "removed, tuning with the service names withheld",
+            _cell(removed, placed),
+            "each sample's service named by a made-up word",
+        )
+        for key, (r, n) in sorted(recall.by("context").items()):
+            report.row(f"  names withheld, context: {key}", _cell(r, n))
     for source, (r, n) in sorted(evaluation.leave_one_source_out().items()):
         out.setdefault("leave_one_source_out", {})[source] = (r, n)
         report.row(f"removed, every source but {source}", _cell(r, n))

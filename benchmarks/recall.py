@@ -30,10 +30,12 @@ under password keys). A line is a false positive when the redactor changes it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import io
 import json
 import os
+import random
 import re
 import subprocess
 import sys
@@ -594,6 +596,29 @@ def family(secret: str) -> str:
 @functools.lru_cache(maxsize=1)
 def _format_only(redactor_type: Any, patterns: Any) -> Any:
     return redactor_type(patterns=patterns, use_defaults=False)
+
+
+_MADE_UP_CONSONANTS = "bdfgkmnprstvz"
+_MADE_UP_VOWELS = "aeiou"
+
+
+def names_withheld(found: list[Sample]) -> list[Sample]:
+    """``found`` with each service's name replaced by a made-up one (``Vakoru``, seeded by the
+    rule): what the redactor removes of a service nobody listed, where only the secret's looks
+    and its context's shape can tell (the scanner line keeps the sample's own words)."""
+    from otelhooks.builtin.secret_context import PROXIMITY_WORDS
+
+    out = []
+    for sample in found:
+        rng = random.Random(sample.rule)
+        while True:
+            name = "".join(
+                rng.choice(_MADE_UP_CONSONANTS) + rng.choice(_MADE_UP_VOWELS) for _ in range(3)
+            )
+            if name not in PROXIMITY_WORDS:
+                break
+        out.append(dataclasses.replace(sample, service=name.title()))
+    return out
 
 
 def measure_recall(path: Path, redactor: Any = None) -> Recall:

@@ -213,6 +213,8 @@ BAD = [
         "two upstreams are named 'a'",
     ),
     ('[redaction]\npatterns = [{ kind = "k", regex = "(" }]\n', 2, "does not compile"),
+    ('[redaction]\nexclude = ["unlabeled"]\n', 2, "did you mean 'unlabelled'?"),
+    ("[redaction]\nexclude = [1]\n", 2, "exclude must list strings"),
     ("[reaction]\nenabled = false\n", 1, "unknown key 'reaction' in the policy"),
     ('\n[proxy]\nname = "x"\n\n[toolz]\n', 5, "did you mean 'tools'?"),
     # a misspelt key is named before what it would have meant is checked
@@ -242,6 +244,13 @@ def test_redaction_is_on_unless_turned_off() -> None:
     off = parse_policy("[redaction]\nenabled = false\n")
     assert not off.redaction
     assert off.redactor.redact_text("ghp_Zq8RkT2mWx9LpN4vB7cY1dF6hJ3sA5eG0uIo")[1] == []
+
+
+def test_redaction_may_exclude_a_built_in_detector_by_name() -> None:
+    token = "the sync runs with wv8d7n0j02zxzrsbcs8c1xq4 hourly"
+    kept = parse_policy('[redaction]\nexclude = ["unlabelled"]\n').redactor
+    assert kept.redact_text(token) == (token, [])
+    assert parse_policy("").redactor.redact_text(token)[1] == ["secret"]
 
 
 def test_upstream_names_come_from_the_program() -> None:

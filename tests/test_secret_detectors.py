@@ -201,6 +201,7 @@ def test_detectors_run_in_priority_order_and_the_families_are_named() -> None:
         "nearby",
         "shape",
         "encoded",
+        "random",
     }
 
 
@@ -286,7 +287,8 @@ def test_a_generated_token_is_still_not_a_name() -> None:
 
 
 def test_every_built_in_detector_passes_its_own_samples() -> None:
-    from otelhooks.builtin.secret_detectors import default_detectors, validate_detectors
+    from otelhooks.builtin.secret_defaults import default_detectors
+    from otelhooks.builtin.secret_detectors import validate_detectors
 
     detectors = default_detectors(PATTERNS)
     assert validate_detectors(detectors) == []

@@ -26,6 +26,7 @@ strings of a list are also read joined line by line (a private key or a YAML blo
 from __future__ import annotations
 
 import asyncio
+import difflib
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -37,13 +38,13 @@ from ..core.hooks import AfterOverride, AfterToolCallContext
 from ..core.messages import ToolResult
 from ..telemetry import attributes as A
 from .secret_cache import CLEAN_MAX_LEN, ScanCache, bounded_put
+from .secret_defaults import default_detectors
 from .secret_detectors import (
     Detector,
     Finding,
     Pipeline,
     call_id_shaped,
     check_detector,
-    default_detectors,
     identifier_findings,
     merge,
     pipeline_of,
@@ -161,6 +162,22 @@ def _decode_safe(text: str) -> str:
     return _ENCODED.sub(one, text)
 
 
+def _check_excluded(names: Iterable[str]) -> frozenset[str]:
+    """``names`` if each names a built-in detector; a ``ValueError`` naming the one it
+    probably meant when one does not (a misspelt name would otherwise exclude nothing)."""
+    names = frozenset([names] if isinstance(names, str) else names)
+    known = [d.name for d in default_detectors(PATTERNS)]
+    for name in sorted(names):
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(
+                f"Redactor(exclude=...): no built-in detector is named {name!r}{hint}; "
+                f"they are {', '.join(known)}"
+            )
+    return names
+
+
 @dataclass
 class Redactor:
     """Finds and replaces secrets. Immutable once built (but for :meth:`add_pattern`); safe to
@@ -173,7 +190,9 @@ class Redactor:
     never redacted for their name (their values are still searched: a tool name or a call id
     comes from the model, which must not be able to smuggle a key through it);
     ``callback(path, text)`` runs on every string after the detectors and returns a
-    replacement or ``None``. A redactor built with ``enabled=False`` (see :meth:`disabled`)
+    replacement or ``None``. ``exclude`` names built-in detectors not to run (``"unlabelled"``:
+    keep generated tokens that nothing names); a name no built-in detector has is refused with
+    the one it probably meant. A redactor built with ``enabled=False`` (see :meth:`disabled`)
     changes nothing: redaction is turned off only explicitly.
 
     What it learnt is kept in :attr:`cache` (:class:`~otelhooks.builtin.secret_cache.ScanCache`):
@@ -188,6 +207,7 @@ class Redactor:
     use_defaults: bool = True
     enabled: bool = True
     detectors: Sequence[Detector] = ()
+    exclude: Iterable[str] = ()
     cache: ScanCache = field(init=False, repr=False)
     pipeline: Pipeline = field(init=False, repr=False)
     _patterns: tuple[SecretPattern, ...] = field(init=False, repr=False)
@@ -198,6 +218,7 @@ class Redactor:
     def __post_init__(self) -> None:
         _check_patterns(self.patterns)
         self.detectors = tuple(check_detector(d) for d in self.detectors)
+        self.exclude = _check_excluded(self.exclude)
         self.cache = ScanCache()
         self._set_patterns(tuple(self.patterns) + (PATTERNS if self.use_defaults else ()))
         if self.sensitive_keys:
@@ -239,13 +260,18 @@ class Redactor:
 
     def _set_patterns(self, patterns: tuple[SecretPattern, ...]) -> None:
         self._patterns = patterns
-        builtin = default_detectors(patterns)
+        builtin = [d for d in default_detectors(patterns) if d.name not in self.exclude]
         if not self.use_defaults:  # the formats given, and the detectors given
             builtin = builtin[:1] if patterns else []
         self.pipeline = pipeline_of((*builtin, *self.detectors))
         self.cache.clear()
 
     # -- the rules ----------------------------------------------------------------------------
+
+    def allows(self, key: str) -> bool:
+        """Whether ``key``'s value is meant to be seen (``allow_keys``, and by default the
+        semantic conventions' identifiers): no key-name rule applies to it."""
+        return key in self._allow
 
     def key_tier(self, key: str) -> tuple[int, str] | None:
         """``(1, kind)`` for a credential key name (its value is redacted whole), ``(2, kind)``
@@ -295,7 +321,8 @@ class Redactor:
                 kinds.append("custom")
                 new_text = replaced
         else:
-            cache.remember(new_text)
+            if kinds or not self.pipeline.judged_in_place(text):
+                cache.remember(new_text)  # clean wherever it stands (or already redacted)
             if not kinds and short:
                 cache.remember_clean(text)
         return new_text, kinds

@@ -423,7 +423,7 @@ def _core_qualifies(core: str, strength: int, password: bool) -> bool:
     if any(looks_random(part) for part in _parts(core)):
         if strength == STRONG:
             return True
-        return (_HEX.fullmatch(core) is None or len(core) >= 32) and not _path_like(core)
+        return (_HEX.fullmatch(core) is None or len(core) >= 32) and not path_like(core)
     if strength < STRONG:
         # near a service's name: its hex keys (Datadog, Twilio, Sentry) and id:secret pairs
         return (len(core) >= 32 and _HEX.fullmatch(core) is not None) or (
@@ -434,7 +434,7 @@ def _core_qualifies(core: str, strength: int, password: bool) -> bool:
     return password and _password_like(core)
 
 
-def _path_like(token: str) -> bool:
+def path_like(token: str) -> bool:
     """A host, a path or a URL made of words and numbers (``db.internal:5432/prod``,
     ``slack.com/help/articles/115005265063``), not a base64 key with a ``/`` in it."""
     if "/" not in token and token.count(".") < 2:
@@ -491,6 +491,18 @@ def proximity_spans(
         line_start = max(lowered.rfind("\n", max(0, start - _AROUND), start) + 1, start - _AROUND)
         digest: bool | None = None  # whether the line speaks of a commit, a hash, an id
         seen = 0
+        if strength == STRONG and _announces(text, lowered, start, pos, line_end):
+            below = _next_line_token(text, line_end)
+            if (
+                below is not None
+                and below[0] > done
+                and qualifies(below[1], STRONG, password)
+                and not is_placeholder(below[1])
+                and not _EXPANSION.match(below[1])
+            ):
+                done = below[0] + len(below[1])
+                yield ValueSpan(below[0], done, "secret")
+                continue
         for match in _TOKEN.finditer(text, pos, line_end):
             if match.start() > stop or seen >= most:
                 break
@@ -515,6 +527,36 @@ def proximity_spans(
             done = end
             yield ValueSpan(token_start, end, "secret")
             break
+
+
+# The rest of a line after a credential's name that says its value is below (``API key:``,
+# ``Your new token is:``, ``password =``): punctuation at most.
+_PUBLIC_LINE: Final = re.compile(r"-----|public|publishable|certificate")
+_ENDS_LINE: Final = re.compile(r"[ \t:=>*#`'\"-]*\r?")
+_ALONE: Final = re.compile(r"\n[ \t]*(?:\r?\n[ \t]*)?([^\s\"'`<>()\[\]{},;\\]+)[ \t]*\r?(?:\n|$)")
+
+
+def _announces(text: str, lowered: str, start: int, pos: int, line_end: int) -> bool:
+    """Whether the rest of the line after a credential's name announces its value below: it is
+    punctuation at most, or a few words ending in a colon (``token for you:``); not a PEM
+    header's line nor one that calls the value public."""
+    line_start = lowered.rfind("\n", max(0, start - _AROUND), start) + 1
+    if _PUBLIC_LINE.search(lowered, line_start, line_end) is not None:
+        return False
+    if _ENDS_LINE.fullmatch(text, pos, line_end) is not None:
+        return True
+    rest = text[pos:line_end].rstrip()
+    return len(rest) <= REACH and rest.endswith(":")
+
+
+def _next_line_token(text: str, line_end: int) -> tuple[int, str] | None:
+    """The token that stands alone on the next line that is not empty (one blank line may come
+    between), and where it starts: the value a credential's name ending the line before
+    announces."""
+    match = _ALONE.match(text, line_end)
+    if match is None:
+        return None
+    return match.start(1), match.group(1).rstrip(_TRAIL)
 
 
 def proximity_strength(text: str) -> int:

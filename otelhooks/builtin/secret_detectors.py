@@ -26,7 +26,7 @@ of the highest priority (the earliest on a tie). Findings that touch a redaction
 text are dropped: redacting twice changes nothing.
 
 Adding a detector touches no engine code: subclass :class:`Detector` and pass an instance to
-``Redactor(detectors=[...])``.
+``Redactor(detectors=[...])``. The built-in ones, in order, are listed in :mod:`.secret_defaults`.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ __all__ = [
     "NearbyEvidenceDetector",
     "Pipeline",
     "ShapeDetector",
+    "Spans",
     "TableDetector",
     "TextView",
     "merge",
@@ -185,6 +186,13 @@ class TextView:
         start = self._offsets[index]
         return start, min(len(self.work), start + len(self.long_tokens[index]) + reach)
 
+    def token_holding(self, at: int) -> tuple[int, int]:
+        """Where the long token holding :attr:`tokens_lower`'s character ``at`` starts: in
+        :attr:`work`, and in :attr:`tokens_lower`."""
+        starts = self._place_tokens()
+        index = bisect.bisect_right(starts, at) - 1
+        return self._offsets[index], starts[index]
+
     def token_at(self, index: int) -> int:
         """Where in :attr:`work` the long token ``long_tokens[index]`` is."""
         self._place_tokens()
@@ -235,6 +243,11 @@ class Walker(Protocol):
 
     def key_tier(self, key: str) -> tuple[int, str] | None:
         """The tier of a key name (see ``Redactor.key_tier``)."""
+        ...
+
+    def allows(self, key: str) -> bool:
+        """Whether the redactor was told a key's value is meant to be seen (``allow_keys``, the
+        semantic conventions' identifiers): no key-name or look-alone rule applies to it."""
         ...
 
 
@@ -357,6 +370,9 @@ def minimal(words: Iterable[str]) -> list[str]:
     return sorted(w for w in words if not any(o != w and o in w for o in words))
 
 
+_JUDGED_MAX: Final = 1024  # the longest token a judge of unfound texts judges (looks_random)
+
+
 class Pipeline:
     """The detectors of one redactor in priority order, the gate over their keywords, and
     :meth:`find`: every detector that applies, over one text, merged."""
@@ -383,6 +399,14 @@ class Pipeline:
         self.unfound_judges = tuple(
             d for d in self.detectors if type(d).judge_unfound is not Detector.judge_unfound
         )
+
+    def judged_in_place(self, text: str) -> bool:
+        """Whether a ``text`` no detector found anything in may still be redacted where it
+        stands (a judge of unfound texts may judge it as a mapping's item): it is then clean
+        here, not everywhere, and must not be remembered as clean by identity."""
+        if len(text) > _JUDGED_MAX and len(text.strip()) > _JUDGED_MAX:
+            return False  # no judge judges a token this long (padding around one aside)
+        return any(judge.may_judge_unfound(text) for judge in self.unfound_judges)
 
     def find(self, text: str, depth: int = 0) -> list[Finding]:
         """What every applicable detector finds in ``text``, merged (:func:`merge`)."""
@@ -418,20 +442,54 @@ class Pipeline:
 _PLACED: Final = re.compile(r"\[REDACTED:[A-Za-z0-9_.-]{1,64}\]")
 
 
+class Spans:
+    """A union of spans, for overlap tests in logarithmic time."""
+
+    __slots__ = ("_ends", "_starts")
+
+    def __init__(self, spans: Iterable[tuple[int, int]]) -> None:
+        starts: list[int] = []
+        ends: list[int] = []
+        for start, end in sorted(spans):
+            if starts and start <= ends[-1]:
+                ends[-1] = max(ends[-1], end)
+            else:
+                starts.append(start)
+                ends.append(end)
+        self._starts, self._ends = starts, ends
+
+    def overlap(self, start: int, end: int) -> bool:
+        """Whether ``[start, end)`` shares a character with the union."""
+        index = bisect.bisect_left(self._starts, end) - 1  # the last span starting before end
+        return index >= 0 and self._ends[index] > start
+
+
+def _not_yielded(findings: list[Finding]) -> list[Finding]:
+    """``findings`` without those of a yielding detector that overlap a finding of a higher
+    priority (for each priority that yields, the higher findings' union, searched by bisection:
+    thousands of findings cost no more than sorting them)."""
+    if not any(f.yields for f in findings):
+        return findings
+    kept = [f for f in findings if not f.yields]
+    for priority in sorted({f.priority for f in findings if f.yields}):
+        higher = Spans((g.start, g.end) for g in findings if g.priority > priority)
+        kept.extend(
+            f
+            for f in findings
+            if f.yields and f.priority == priority and not higher.overlap(f.start, f.end)
+        )
+    return kept
+
+
 def merge(text: str, findings: list[Finding]) -> list[Finding]:
     """The merge policy: findings of yielding detectors that overlap a finding of a higher
     priority are dropped, findings that touch a redaction already in ``text`` too; the rest,
     where they overlap, become one finding with the kind of the highest priority among them
     (the earliest on a tie). In order of position."""
-    kept = [
-        f
-        for f in findings
-        if not f.yields
-        or not any(g.priority > f.priority and g.overlaps(f.start, f.end) for g in findings)
-    ]
+    kept = _not_yielded(findings)
     if "[REDACTED:" in text:
-        placed = [m.span() for m in _PLACED.finditer(text)]
-        kept = [f for f in kept if not any(f.overlaps(s, e) for s, e in placed)]
+        placed = Spans(m.span() for m in _PLACED.finditer(text))
+        kept = [f for f in kept if not placed.overlap(f.start, f.end)]
     kept = [f for f in kept if f.start < f.end]
     if len(kept) < 2:
         return kept
@@ -1147,6 +1205,15 @@ _ID_PREFIX: Final = re.compile(r"[A-Za-z]+[_-]")
 _PROVIDER_ID: Final = re.compile(
     r"(?:call|toolu|srvtoolu|fc|tool|chatcmpl|msg|run|resp|item|pyd_ai)_([A-Za-z0-9-]{8,48})"
 )
+# The prefixes of the call ids providers and frameworks mint: a handle, not a secret.
+CALL_ID_PROVIDERS: Final = (
+    *(
+        f"{p}{sep}"
+        for p in ("call", "toolu", "srvtoolu", "tooluse", "fc", "tool", "chatcmpl", "msg")
+        for sep in "_-"
+    ),
+    *(f"{p}_" for p in ("run", "resp", "item", "pyd_ai")),
+)
 _HEXISH: Final = re.compile(r"[0-9a-fA-F-]+")
 
 
@@ -1215,27 +1282,6 @@ def identifier_findings(text: str, pipeline: Pipeline) -> Iterator[Finding]:
         yield Finding(start, match.end(), "secret", "identifier", 100)
 
 
-def default_detectors(patterns: Sequence[SecretPattern]) -> list[Detector]:
-    """The built-in detectors over ``patterns`` (built once per set of patterns: they hold
-    nothing a redactor changes)."""
-    return list(_default_detectors(tuple(patterns)))
-
-
-@functools.lru_cache(maxsize=32)
-def _default_detectors(patterns: tuple[SecretPattern, ...]) -> tuple[Detector, ...]:
-    return (
-        FormatDetector(patterns),
-        KeyNameDetector(),
-        TableDetector(),
-        KubernetesSecretDetector(),
-        DerPrivateKeyDetector(),
-        DataUrlDetector(),
-        NearbyEvidenceDetector(),
-        ShapeDetector(),
-        EncodedBlobDetector(),
-    )
-
-
 @functools.lru_cache(maxsize=32)
 def pipeline_of(detectors: tuple[Detector, ...]) -> Pipeline:
     """The pipeline of ``detectors`` (built once per tuple of detector objects)."""
@@ -1243,9 +1289,9 @@ def pipeline_of(detectors: tuple[Detector, ...]) -> Pipeline:
 
 
 __all__ += [
+    "CALL_ID_PROVIDERS",
     "b64decode",
     "call_id_shaped",
-    "default_detectors",
     "has_content",
     "identifier_findings",
     "is_placeholder",

@@ -20,8 +20,8 @@ identifier that happens to be secret is caught, ``cache_key: user:42`` is left a
 from __future__ import annotations
 
 import functools
-import itertools
 import math
+import operator
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -521,21 +521,23 @@ def looks_random(value: str) -> bool:
 def charset(value: str) -> bool:
     """An alphabet written out (``0123456789abcdef...``, ``ABCDEFGHIJKLMNOPQRSTUVWXYZ``): most
     neighbours are consecutive characters, as they never are in a generated token."""
-    steps = sum(ord(b) - ord(a) == 1 for a, b in itertools.pairwise(value))
+    codes = [ord(c) for c in value]
+    steps = list(map(operator.sub, codes[1:], codes)).count(1)  # the loops in C
     return steps >= 0.9 * (len(value) - 1)
 
 
 _VOWELS: Final = frozenset("aeiouAEIOU")
+_VOWEL_LETTERS: Final = "aeiouAEIOU"
 
 
 def _word_like(value: str) -> bool:
     """Made of words (``self.default_section``, ``OrderedDictKeysView``), not generated: the
     letters of words are about 40% vowels, those of a random token under 20%."""
-    letters = [c for c in value if c.isalpha()]
+    letters = sum(map(str.isalpha, value))
     if not letters:
         return False
-    vowels = sum(c in _VOWELS for c in letters) / len(letters)
-    digits = sum(c.isdigit() for c in value)
+    vowels = sum(map(value.count, _VOWEL_LETTERS)) / letters
+    digits = sum(map(str.isdigit, value))
     return (digits == 0 and vowels >= 0.25) or (digits <= 1 and vowels >= 0.3)
 
 

@@ -26,6 +26,7 @@
 
     [redaction]
     enabled = true                    # the default; patterns = [{ kind = "...", regex = "..." }]
+    # exclude = ["unlabelled"]        # built-in detectors not to run (see the redaction docs)
 
     [[hook]]
     import = "my_package.hooks:AuditHook"   # an object, or a class/factory called with args
@@ -477,7 +478,11 @@ def parse_policy(text: str, source: str = "<policy>", *, base: Path | None = Non
 
     red = _Reader(loader, top.get("redaction", dict, {}), ("redaction", 0))
     redaction = red.get("enabled", bool, True)
-    redactor = Redactor() if redaction else Redactor.disabled()
+    exclude = red.strings("exclude", ()) or ()
+    try:
+        redactor = Redactor(exclude=exclude) if redaction else Redactor.disabled()
+    except ValueError as exc:
+        raise red.fail("exclude", str(exc)) from None
     for index, entry in enumerate(red.get("patterns", list, [])):
         if not isinstance(entry, dict) or not isinstance(entry.get("regex"), str):
             raise red.fail("patterns", f"patterns[{index}] must be a table with kind and regex")
