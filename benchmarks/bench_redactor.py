@@ -116,6 +116,17 @@ def run(report: Report, quick: bool) -> None:
         for name, cost in detector_costs(current, text, min_time / 5).items():
             out[f"{label} detector {name}"] = cost
             report.row(f"{label}: {name}", f"{cost:.0f} µs")
+    hostile = random_tokens(100_000)
+    without = Redactor(exclude=["unlabelled"])
+    for label, redactor in (("otelhooks", current), ("without the unlabelled detector", without)):
+        out[f"100kb random tokens {label}_ms"] = (
+            time_per_call(lambda r=redactor: (_fresh(r), r.redact(hostile)), min_time) / 1000
+        )
+        report.row(
+            f"100 KB of random tokens in prose: {label}",
+            f"{out[f'100kb random tokens {label}_ms']:.0f} ms",
+            "hostile input: every token judged",
+        )
     clean = {f"field_{i}": f"ordinary value number {i} with some words" for i in range(10)}
     out["10_fields_clean_us"] = time_per_call(lambda: current.redact(clean), min_time)
     report.row("10 string fields, clean", f"{out['10_fields_clean_us']:.1f} µs")
@@ -142,6 +153,18 @@ def run(report: Report, quick: bool) -> None:
         f"grows {grown:.1f} ms: target ≤ 20 ms {'✓' if grown <= 20 else 'missed'}",
     )
     report.results["redactor"] = out
+
+
+def random_tokens(size: int) -> str:
+    """``size`` characters of prose made of generated tokens (``use <token> now``, one a line):
+    what a tool that returns attacker-chosen text can make the redactor judge, token by
+    token."""
+    rng = random.Random(13)
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    lines = []
+    while sum(map(len, lines)) < size:
+        lines.append("use " + "".join(rng.choice(alphabet) for _ in range(24)) + " now")
+    return "\n".join(lines)[:size]
 
 
 def high_entropy_text(size: int) -> str:
