@@ -39,7 +39,6 @@ from .secret_detectors import (
     Detector,
     Field,
     Finding,
-    Spans,
     TextView,
     b64text,
 )
@@ -268,7 +267,6 @@ class UnlabelledTokenDetector(Detector):
         if not joined:
             return ()
         work, lowered = view.work, view.lowered
-        taken = Spans((f.start, f.end) for f in view.findings)
         found: list[Finding] = []
         judged = -1  # where in work the last token judged ends
         kinds = joined.translate(_KINDS)
@@ -302,7 +300,7 @@ class UnlabelledTokenDetector(Detector):
             start += offset
             end = start + len(stripped) - offset
             if (
-                taken.overlap(start, end)
+                view.taken(start, end)
                 or _labelled(work, start, token_start)
                 or _names_an_id(lowered, start)
             ):
